@@ -1,0 +1,56 @@
+# Tributary: the README's commands. Everything installs into $(TRIBUTARY_CACHE)
+# (default ~/.cache/tributary), outside the clone; see infra/bootstrap.py.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PY      := .venv/bin/python
+RECORD  := .state/started-by-test
+
+.PHONY: help setup up down status demo test test-unit compose-env lint typecheck lock clean-state
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+setup:  ## install what is missing: venv, Spark and Kafka jars, MinIO, secrets (cached)
+	@python3 infra/bootstrap.py all
+
+up: setup  ## start Kafka, MinIO and Airflow on 127.0.0.1
+	@$(PY) -m infra.services up
+
+down:  ## stop every embedded service
+	@if [ -x $(PY) ]; then $(PY) -m infra.services down; else echo "nothing installed yet"; fi
+
+status:  ## report the services: running, healthy, address, log file
+	@$(PY) -m infra.services status || true
+
+demo: up  ## run the main job end to end and say where to look
+	@$(PY) -m jobs.demo
+
+test: setup  ## run every test against real services, starting (and then stopping) what is needed
+	@mkdir -p .state && rm -f $(RECORD)
+	@status=0; \
+	$(PY) -m infra.services up --record $(RECORD) || status=$$?; \
+	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory lint typecheck || status=$$?; fi; \
+	if [ $$status -eq 0 ]; then $(PY) -m pytest tests || status=$$?; fi; \
+	$(PY) -m infra.services down --only-recorded $(RECORD) || true; \
+	exit $$status
+
+test-unit: setup  ## only the tests that need no service
+	@$(PY) -m pytest tests/unit
+
+compose-env:  ## write the generated secrets for `docker compose --env-file` (see docker-compose.yml)
+	@python3 -c 'import sys; sys.path.insert(0, "."); from lakehouse.secrets import write_compose_env; print("wrote", write_compose_env())'
+
+lint:  ## ruff lint and format check
+	@.venv/bin/ruff check . && .venv/bin/ruff format --check .
+
+typecheck:  ## mypy on lakehouse/, jobs/ and infra/
+	@.venv/bin/mypy
+
+lock:  ## recompile infra/python/requirements.lock from pyproject.toml
+	@.venv/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11 \
+		--generate-hashes --no-header -o infra/python/requirements.lock
+
+clean-state: down  ## delete service data, logs and the local lakehouse (keeps downloads)
+	@$(PY) -c 'from lakehouse.paths import state_dir; print(state_dir())' | xargs -I{} sh -c 'echo "removing {} (except secrets.env)"; find {} -mindepth 1 -maxdepth 1 ! -name secrets.env -exec rm -rf {{}} +'

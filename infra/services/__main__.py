@@ -1,0 +1,122 @@
+"""Start, stop and report the embedded services.
+
+    python -m infra.services up     [kafka|minio|airflow ...] [--record FILE]
+    python -m infra.services down   [kafka|minio|airflow ...] [--only-recorded FILE]
+    python -m infra.services status
+
+`--record` writes the names this call actually started, and `--only-recorded` stops just
+those: `make test` uses the pair so it stops what it started and leaves the rest running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from infra.services.airflow import Airflow
+from infra.services.base import Context, Service
+from infra.services.kafka import Kafka
+from infra.services.minio import Minio
+from infra.services.process import ServiceError
+from lakehouse.config import ConfigError, get_settings
+from lakehouse.paths import state_dir
+
+ORDER: dict[str, Callable[[Context], Service]] = {
+    "kafka": Kafka,
+    "minio": Minio,
+    "airflow": Airflow,
+}
+
+
+def services(names: list[str]) -> list[Service]:
+    ctx = Context(settings=get_settings(), state=state_dir())
+    return [ORDER[name](ctx) for name in (names or list(ORDER))]
+
+
+def up(names: list[str], record: Path | None) -> None:
+    started = []
+    for svc in services(names):
+        if svc.running() and svc.healthy():
+            print(f"==> {svc.name}: already running at {svc.address()}")
+            continue
+        if svc.running():
+            print(f"==> {svc.name}: running but not healthy; restarting it")
+            svc.stop()
+        print(f"==> {svc.name}: starting", flush=True)
+        began = time.monotonic()
+        try:
+            svc.start()
+        except BaseException:
+            svc.stop()
+            raise
+        finally:
+            if record is not None and svc.running():
+                started.append(svc.name)
+                record.write_text("\n".join(started) + "\n")
+        print(f"    {svc.name} is up at {svc.address()} ({time.monotonic() - began:.0f}s)")
+
+
+def down(names: list[str], recorded: Path | None) -> None:
+    if recorded is not None:
+        names = recorded.read_text().split() if recorded.exists() else []
+        if not names:
+            print("==> nothing was started by this run; leaving services as they are")
+            return
+    for svc in reversed(services(names)):
+        print(f"==> {svc.name}: {'stopped' if svc.stop() else 'was not running'}")
+    if recorded is not None:
+        recorded.unlink(missing_ok=True)
+
+
+def status() -> bool:
+    all_ok = True
+    for svc in services([]):
+        pids = {p.name: p.pid() for p in svc.procs()}
+        if not any(pids.values()):
+            state = "stopped"
+        elif not all(pids.values()):
+            dead = ", ".join(n for n, pid in pids.items() if pid is None)
+            state = f"DEGRADED ({dead} not running)"
+        else:
+            state = "running, healthy" if svc.healthy() else "running, NOT HEALTHY"
+        all_ok = all_ok and state == "running, healthy"
+        print(f"{svc.name:8} {state:32} {svc.address():28} logs: {svc.procs()[0].log_file}")
+    return all_ok
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infra.services")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in ("up", "down"):
+        p = sub.add_parser(command)
+        p.add_argument(
+            "names", nargs="*", metavar="SERVICE", help=f"any of {', '.join(ORDER)} (default: all)"
+        )
+    sub.choices["up"].add_argument("--record", type=Path)
+    sub.choices["down"].add_argument("--only-recorded", type=Path)
+    sub.add_parser("status")
+    args = parser.parse_args(argv)
+    for name in getattr(args, "names", []):
+        if name not in ORDER:
+            parser.error(f"unknown service {name!r}; choose from {', '.join(ORDER)}")
+    try:
+        if args.command == "up":
+            up(args.names, args.record)
+        elif args.command == "down":
+            down(args.names, args.only_recorded)
+        else:
+            return 0 if status() else 3
+    except (ServiceError, ConfigError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,133 @@
+"""Airflow 3 on this machine: SQLite, LocalExecutor, the API server on loopback.
+
+We run the four components `airflow standalone` runs (api-server, scheduler, dag-processor,
+triggerer), each as its own process, rather than `standalone` itself: standalone's scheduler
+and triggerer also start a log server hard-wired to listen on every interface, and here every
+service binds to loopback. With LocalExecutor the API server reads task logs from local files,
+so the log servers are not needed (--skip-serve-logs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from infra.services.base import Service
+from infra.services.process import Proc, ServiceError, require_free_port, wait_until
+from lakehouse import secrets
+from lakehouse.paths import REPO_ROOT
+
+COMPONENTS = {
+    "airflow-api-server": ["api-server"],
+    "airflow-scheduler": ["scheduler", "--skip-serve-logs"],
+    "airflow-dag-processor": ["dag-processor"],
+    "airflow-triggerer": ["triggerer", "--skip-serve-logs"],
+}
+SIMPLE_AUTH = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+
+
+def airflow_bin() -> str:
+    return str(Path(sys.executable).parent / "airflow")
+
+
+class Airflow(Service):
+    name = "airflow"
+
+    def procs(self) -> list[Proc]:
+        return [self.proc(name) for name in COMPONENTS]
+
+    def address(self) -> str:
+        svc = self.ctx.settings.services
+        return f"http://{svc.bind_host}:{svc.airflow_port}"
+
+    def password_file(self) -> Path:
+        return self.data / "passwords.json"
+
+    def env(self) -> dict[str, str]:
+        svc = self.ctx.settings.services
+        found = secrets.read_secrets()
+        missing = [
+            n
+            for n in ("AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_FERNET_KEY")
+            if n not in found
+        ]
+        if missing:
+            raise ServiceError(f"airflow: secrets {', '.join(missing)} missing; run `make setup`")
+        home = self.data
+        admin = self.ctx.settings.airflow.admin_user
+        return {
+            **os.environ,
+            "AIRFLOW_HOME": str(home),
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
+            ),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": str(svc.airflow_parallelism),
+            "AIRFLOW__CORE__AUTH_MANAGER": SIMPLE_AUTH,
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{admin}:admin",  # user:role
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.password_file()),
+            "AIRFLOW__CORE__FERNET_KEY": found["AIRFLOW_FERNET_KEY"],
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.address()}/execution/",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "AIRFLOW__API__HOST": svc.bind_host,
+            "AIRFLOW__API__PORT": str(svc.airflow_port),
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__API__BASE_URL": self.address(),
+            "AIRFLOW__API_AUTH__JWT_SECRET": found["AIRFLOW_JWT_SECRET"],
+            # Pick up new DAG files within seconds, not the default five minutes.
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "15",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "15",
+            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+        }
+
+    def healthy(self) -> bool:
+        import requests
+
+        try:
+            health = requests.get(f"{self.address()}/api/v2/monitor/health", timeout=3).json()
+        except (requests.RequestException, ValueError):
+            return False
+        parts = ("metadatabase", "scheduler", "dag_processor", "triggerer")
+        return all(health.get(p, {}).get("status") == "healthy" for p in parts)
+
+    def start(self) -> None:
+        svc = self.ctx.settings.services
+        require_free_port(
+            "airflow", svc.bind_host, svc.airflow_port, "TRIBUTARY__SERVICES__AIRFLOW_PORT"
+        )
+        env = self.env()
+        self.data.mkdir(parents=True, exist_ok=True)
+        self._migrate(env)
+        self._write_password_file()
+        for name, args in COMPONENTS.items():
+            self.proc(name).start([airflow_bin(), *args], env=env, cwd=self.data)
+        wait_until(
+            self.healthy,
+            timeout=240,
+            what="waiting for Airflow's components",
+            proc=self.proc("airflow-api-server"),
+            every=3,
+        )
+
+    def _migrate(self, env: dict[str, str]) -> None:
+        print("    preparing Airflow's metadata database (airflow db migrate)", flush=True)
+        result = subprocess.run(
+            [airflow_bin(), "db", "migrate"], env=env, cwd=self.data, capture_output=True, text=True
+        )
+        if result.returncode != 0:
+            tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+            raise ServiceError("airflow: `airflow db migrate` failed:\n" + "\n".join(tail))
+
+    def _write_password_file(self) -> None:
+        password = secrets.read_secrets()["AIRFLOW_ADMIN_PASSWORD"]
+        path = self.password_file()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump({self.ctx.settings.airflow.admin_user: password}, out)

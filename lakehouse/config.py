@@ -1,0 +1,228 @@
+"""Typed configuration, loaded once.
+
+Layers, each overriding the one before:
+  1. config/base.yaml
+  2. config/<profile>.yaml          (profile from TRIBUTARY_PROFILE, default "local")
+  3. TRIBUTARY__<SECTION>__<KEY>    environment variables (values parsed as YAML scalars)
+  4. secrets from the environment or the generated secrets file (lakehouse.secrets)
+
+Everything is parsed into frozen pydantic models; a bad file, profile or value raises
+ConfigError with one readable line per problem instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from lakehouse import secrets
+from lakehouse.paths import CONFIG_DIR, state_dir
+
+ENV_PREFIX = "TRIBUTARY__"
+PROFILE_ENV = "TRIBUTARY_PROFILE"
+DEFAULT_PROFILE = "local"
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message says what to fix."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class KafkaSettings(_Frozen):
+    bootstrap_servers: str = Field(min_length=1)
+    topic: str = Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")
+    partitions: int = Field(ge=1, le=1000)
+    retention_ms: int = Field(ge=-1)
+
+
+class StorageSettings(_Frozen):
+    root: str = Field(min_length=1)
+    checkpoints: str = Field(min_length=1)
+
+    @field_validator("root", "checkpoints")
+    @classmethod
+    def _local_or_s3a(cls, value: str) -> str:
+        if "://" in value and not value.startswith(("s3a://", "file://")):
+            raise ValueError(f"must be a local path or an s3a:// URI, got {value!r}")
+        return value.rstrip("/")
+
+    @property
+    def on_s3(self) -> bool:
+        return self.root.startswith("s3a://") or self.checkpoints.startswith("s3a://")
+
+
+class S3Settings(_Frozen):
+    endpoint: str = Field(pattern=r"^https?://")
+    region: str
+    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+    path_style_access: bool
+    access_key: SecretStr | None = None
+    secret_key: SecretStr | None = None
+
+
+class SparkSettings(_Frozen):
+    master: str = Field(pattern=r"^(local(\[(\*|\d+)\])?|spark://.+|yarn|k8s://.+)$")
+    driver_memory: str = Field(pattern=r"^\d+[kmgKMG]$")
+    shuffle_partitions: int = Field(ge=1)
+    conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): str(v) for k, v in value.items()}
+        return value
+
+
+class AirflowSettings(_Frozen):
+    url: str = Field(pattern=r"^https?://")
+    admin_user: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    admin_password: SecretStr | None = None
+
+
+class ServicesSettings(_Frozen):
+    bind_host: str
+    kafka_port: int = Field(ge=1, le=65535)
+    kafka_controller_port: int = Field(ge=1, le=65535)
+    kafka_heap: str = Field(pattern=r"^\d+[kmgKMG]$")
+    minio_port: int = Field(ge=1, le=65535)
+    minio_console_port: int = Field(ge=1, le=65535)
+    airflow_port: int = Field(ge=1, le=65535)
+    airflow_parallelism: int = Field(ge=1, le=64)
+
+
+class Settings(_Frozen):
+    profile: str
+    kafka: KafkaSettings
+    storage: StorageSettings
+    s3: S3Settings
+    spark: SparkSettings
+    airflow: AirflowSettings
+    services: ServicesSettings
+
+
+def available_profiles(config_dir: Path = CONFIG_DIR) -> list[str]:
+    return sorted(p.stem for p in config_dir.glob("*.yaml") if p.stem != "base")
+
+
+def load_settings(
+    profile: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_dir: Path = CONFIG_DIR,
+) -> Settings:
+    """Build Settings from the files, the environment and the secrets. Pure: no caching."""
+    env = os.environ if environ is None else environ
+    profile = profile or env.get(PROFILE_ENV) or DEFAULT_PROFILE
+    if profile not in available_profiles(config_dir):
+        raise ConfigError(
+            f"unknown profile {profile!r} (from {PROFILE_ENV}); "
+            f"choose one of: {', '.join(available_profiles(config_dir))}"
+        )
+    merged = _read_yaml(config_dir / "base.yaml")
+    merged = _deep_merge(merged, _read_yaml(config_dir / f"{profile}.yaml"))
+    merged = _deep_merge(merged, _env_overrides(env))
+    merged = _deep_merge(merged, _secret_values(env))
+    merged["profile"] = profile
+    merged = _expand_placeholders(merged, {"state": str(state_dir(env))})
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as err:
+        raise ConfigError(_describe(err, profile)) from None
+
+
+@functools.cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once from files and environment."""
+    return load_settings()
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} is missing") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(
+            f"{path}{where} is not valid YAML: {getattr(err, 'problem', err)}"
+        ) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of sections, not {type(data).__name__}")
+    return data
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        keys = [k.lower() for k in name[len(ENV_PREFIX) :].split("__")]
+        if len(keys) < 2 or not all(keys):
+            raise ConfigError(f"{name}: expected TRIBUTARY__<SECTION>__<KEY>")
+        if keys[0] == "spark" and keys[1] == "conf" and len(keys) == 3:
+            # Spark keys are case-sensitive and dotted; keep them as written.
+            keys[2] = name[len(ENV_PREFIX) :].split("__")[2]
+        node = overrides
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        try:
+            node[keys[-1]] = yaml.safe_load(raw) if raw.strip() else raw
+        except yaml.YAMLError:
+            node[keys[-1]] = raw
+    return overrides
+
+
+def _secret_values(env: Mapping[str, str]) -> dict[str, Any]:
+    found = secrets.read_secrets(env)
+    values: dict[str, Any] = {}
+    if "S3_ACCESS_KEY" in found:
+        values.setdefault("s3", {})["access_key"] = found["S3_ACCESS_KEY"]
+    if "S3_SECRET_KEY" in found:
+        values.setdefault("s3", {})["secret_key"] = found["S3_SECRET_KEY"]
+    if "AIRFLOW_ADMIN_PASSWORD" in found:
+        values["airflow"] = {"admin_password": found["AIRFLOW_ADMIN_PASSWORD"]}
+    return values
+
+
+def _deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _deep_merge(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
+def _expand_placeholders(node: Any, values: Mapping[str, str]) -> Any:
+    if isinstance(node, dict):
+        return {k: _expand_placeholders(v, values) for k, v in node.items()}
+    if isinstance(node, str) and "{" in node:
+        for key, value in values.items():
+            node = node.replace("{" + key + "}", value)
+        return os.path.expanduser(node)
+    return node
+
+
+def _describe(err: ValidationError, profile: str) -> str:
+    lines = [f"invalid configuration (profile {profile!r}):"]
+    for problem in err.errors():
+        where = ".".join(str(p) for p in problem["loc"])
+        env_name = ENV_PREFIX + "__".join(str(p).upper() for p in problem["loc"])
+        given = problem.get("input")
+        hidden = isinstance(given, dict) or where.endswith(("_key", "password"))
+        shown = "" if hidden else f" (got {given!r})"
+        lines.append(f"  {where}: {problem['msg']}{shown}; set it in config/ or {env_name}")
+    return "\n".join(lines)

@@ -1,0 +1,107 @@
+"""The one SparkSession factory. Every job and every test gets its session here.
+
+Delta, the Kafka connector and S3A are configured only in this module. Their jars come from
+the cache folder filled by `make setup` (spark.jars), so starting a session never touches the
+network.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakehouse.config import Settings, get_settings
+from lakehouse.paths import spark_jars_dir
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class SparkSetupError(Exception):
+    """Spark cannot start here; the message says what to do."""
+
+
+def spark_conf(settings: Settings, jars_dir: Path | None = None) -> dict[str, str]:
+    """Every Spark setting we use, as plain strings (pure, so it can be tested without a JVM)."""
+    jars = sorted((jars_dir or spark_jars_dir()).glob("*.jar"))
+    conf = {
+        "spark.master": settings.spark.master,
+        "spark.driver.memory": settings.spark.driver_memory,
+        "spark.jars": ",".join(str(j) for j in jars),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        # Delta reads its log with this many tasks; the default 50 is for clusters.
+        "spark.databricks.delta.snapshotPartitions": str(settings.spark.shuffle_partitions),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.ui.host": "127.0.0.1",
+    }
+    if settings.storage.on_s3:
+        conf.update(_s3a_conf(settings))
+    conf.update(settings.spark.conf)
+    return conf
+
+
+def _s3a_conf(settings: Settings) -> dict[str, str]:
+    s3 = settings.s3
+    if s3.access_key is None or s3.secret_key is None:
+        raise SparkSetupError(
+            "the lakehouse is on S3 but no credentials are set: run `make setup` to generate "
+            "them, or set TRIBUTARY_S3_ACCESS_KEY and TRIBUTARY_S3_SECRET_KEY"
+        )
+    prefix = "spark.hadoop.fs.s3a."
+    return {
+        prefix + "impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        prefix + "endpoint": s3.endpoint,
+        prefix + "endpoint.region": s3.region,
+        prefix + "path.style.access": str(s3.path_style_access).lower(),
+        prefix + "connection.ssl.enabled": str(s3.endpoint.startswith("https")).lower(),
+        prefix
+        + "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        prefix + "access.key": s3.access_key.get_secret_value(),
+        prefix + "secret.key": s3.secret_key.get_secret_value(),
+        # One writing driver per table (DESIGN.md invariant 5) is what makes Delta safe here.
+        "spark.delta.logStore.s3a.impl": "io.delta.storage.S3SingleDriverLogStore",
+    }
+
+
+def get_spark(
+    app_name: str,
+    settings: Settings | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Start (or return the running) SparkSession for this process."""
+    settings = settings or get_settings()
+    jars_dir = spark_jars_dir()
+    if not (jars_dir / ".complete").exists():
+        raise SparkSetupError(f"Spark jars are missing from {jars_dir}: run `make setup`")
+    _ensure_java()
+
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(f"tributary-{app_name}")
+    for key, value in {**spark_conf(settings, jars_dir), **(overrides or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _ensure_java() -> None:
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").exists():
+        return
+    for candidate in ("/usr/lib/jvm/java-17-openjdk-amd64", "/usr/lib/jvm/default-java"):
+        if Path(candidate, "bin", "java").exists():
+            os.environ["JAVA_HOME"] = candidate
+            return
+    if not any(Path(d, "java").exists() for d in os.environ.get("PATH", "").split(os.pathsep)):
+        raise SparkSetupError(
+            "Java 17+ is needed to run Spark and none was found: "
+            "install it (apt-get install openjdk-17-jdk-headless) or set JAVA_HOME"
+        )

@@ -1,0 +1,102 @@
+"""Shared fixtures. Integration tests use the real services `make test` starts; when one is not
+reachable the test fails (never skips) and says how to start it."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from infra.services.process import http_ok, port_open
+from lakehouse.config import Settings, load_settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+RUN_ID = uuid.uuid4().hex[:8]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/integration/" in str(item.path):
+            item.add_marker(pytest.mark.integration)
+
+
+def _settings(profile: str, **overrides: str) -> Settings:
+    env = dict(os.environ)
+    env.pop("TRIBUTARY_PROFILE", None)
+    env.update({f"TRIBUTARY__{k.upper()}": v for k, v in overrides.items()})
+    return load_settings(profile=profile, environ=env)
+
+
+@pytest.fixture(scope="session")
+def minio_settings() -> Settings:
+    """The minio profile, with this run's own prefix in the bucket."""
+    return _settings(
+        "minio",
+        storage__root=f"s3a://tributary/tests/{RUN_ID}/lakehouse",
+        storage__checkpoints=f"s3a://tributary/tests/{RUN_ID}/checkpoints",
+    )
+
+
+@pytest.fixture
+def local_settings(tmp_path: Path) -> Settings:
+    """The local profile, with the lakehouse in this test's temporary folder."""
+    return _settings(
+        "local",
+        storage__root=str(tmp_path / "lakehouse"),
+        storage__checkpoints=str(tmp_path / "checkpoints"),
+    )
+
+
+@pytest.fixture(scope="session")
+def kafka_up(minio_settings: Settings) -> str:
+    servers = minio_settings.kafka.bootstrap_servers
+    host, _, port = servers.split(",")[0].rpartition(":")
+    if not port_open(host, int(port)):
+        pytest.fail(
+            f"Kafka is not reachable at {servers}: start it with `make up` "
+            "(`make test` starts it for you)"
+        )
+    return servers
+
+
+@pytest.fixture(scope="session")
+def minio_up(minio_settings: Settings) -> str:
+    endpoint = minio_settings.s3.endpoint
+    if not http_ok(f"{endpoint}/minio/health/live"):
+        pytest.fail(
+            f"MinIO is not reachable at {endpoint}: start it with `make up` "
+            "(`make test` starts it for you)"
+        )
+    return endpoint
+
+
+@pytest.fixture(scope="session")
+def airflow_up(minio_settings: Settings) -> str:
+    url = minio_settings.airflow.url
+    if not http_ok(f"{url}/api/v2/monitor/health"):
+        pytest.fail(
+            f"Airflow is not reachable at {url}: start it with `make up` "
+            "(`make test` starts it for you)"
+        )
+    return url
+
+
+@pytest.fixture(scope="session")
+def spark(minio_settings: Settings, minio_up: str) -> Iterator[SparkSession]:
+    """One SparkSession for the whole run, from the one factory, able to reach MinIO too."""
+    from lakehouse.spark import get_spark
+
+    session = get_spark("tests", minio_settings, overrides={"spark.sql.shuffle.partitions": "2"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def topic_name() -> str:
+    return f"test-{RUN_ID}-{uuid.uuid4().hex[:6]}"

@@ -1,0 +1,65 @@
+"""The SparkSession factory's settings, checked without starting a JVM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lakehouse.config import load_settings
+from lakehouse.spark import SparkSetupError, spark_conf
+
+
+def settings(tmp_path: Path, profile: str, **env: str):
+    return load_settings(profile=profile, environ={"TRIBUTARY_CACHE": str(tmp_path), **env})
+
+
+def jars(tmp_path: Path) -> Path:
+    folder = tmp_path / "jars"
+    folder.mkdir()
+    for name in ("delta-spark_4.1_2.13-4.4.0.jar", "hadoop-aws-3.4.2.jar"):
+        (folder / name).touch()
+    return folder
+
+
+def test_local_profile_has_delta_and_jars_but_no_s3a(tmp_path: Path) -> None:
+    conf = spark_conf(settings(tmp_path, "local"), jars(tmp_path))
+    assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert conf["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
+    assert conf["spark.master"] == "local[2]"
+    assert conf["spark.jars"].endswith(
+        "delta-spark_4.1_2.13-4.4.0.jar," + str(tmp_path / "jars" / "hadoop-aws-3.4.2.jar")
+    )
+    assert not any(key.startswith("spark.hadoop.fs.s3a") for key in conf)
+    assert conf["spark.driver.bindAddress"] == "127.0.0.1"
+
+
+def test_minio_profile_configures_s3a_path_style_with_the_credentials(tmp_path: Path) -> None:
+    conf = spark_conf(
+        settings(tmp_path, "minio", TRIBUTARY_S3_ACCESS_KEY="ak", TRIBUTARY_S3_SECRET_KEY="sk"),
+        jars(tmp_path),
+    )
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.hadoop.fs.s3a.access.key"] == "ak"
+    assert conf["spark.hadoop.fs.s3a.secret.key"] == "sk"
+
+
+def test_s3_without_credentials_says_how_to_get_them(tmp_path: Path) -> None:
+    with pytest.raises(SparkSetupError, match="make setup"):
+        spark_conf(settings(tmp_path, "minio"), jars(tmp_path))
+
+
+def test_master_and_extra_conf_come_from_config(tmp_path: Path) -> None:
+    conf = spark_conf(
+        settings(
+            tmp_path,
+            "local",
+            TRIBUTARY__SPARK__MASTER="spark://h:7077",
+            **{"TRIBUTARY__SPARK__CONF__spark.executor.cores": "2"},
+        ),
+        jars(tmp_path),
+    )
+    assert conf["spark.master"] == "spark://h:7077"
+    assert conf["spark.executor.cores"] == "2"
