@@ -7,7 +7,7 @@ SHELL := /bin/bash
 PY      := .venv/bin/python
 RECORD  := .state/started-by-test
 
-.PHONY: help setup up down status demo test test-unit compose-env lint typecheck lock clean-state
+.PHONY: help setup up down status demo test test-unit compose-env lint typecheck lock
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -51,6 +51,3 @@ typecheck:  ## mypy on lakehouse/, jobs/ and infra/
 lock:  ## recompile infra/python/requirements.lock from pyproject.toml
 	@.venv/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11 \
 		--generate-hashes --no-header -o infra/python/requirements.lock
-
-clean-state: down  ## delete service data, logs and the local lakehouse (keeps downloads)
-	@$(PY) -c 'from lakehouse.paths import state_dir; print(state_dir())' | xargs -I{} sh -c 'echo "removing {} (except secrets.env)"; find {} -mindepth 1 -maxdepth 1 ! -name secrets.env -exec rm -rf {{}} +'

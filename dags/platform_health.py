@@ -7,7 +7,8 @@ from datetime import timedelta
 
 from airflow.sdk import dag, task
 
-log = logging.getLogger(__name__)
+# Airflow imports DAG files under mangled module names; give the log a readable one.
+log = logging.getLogger("tributary.dags.platform_health")
 
 # A check that cannot connect should fail within minutes, not hold a worker slot.
 CHECK_TIMEOUT = timedelta(minutes=2)

@@ -69,13 +69,15 @@ def produce_json(
         acks="all",
         linger_ms=20,
         retries=5,
-        key_serializer=lambda k: k.encode(),
-        value_serializer=lambda v: json.dumps(v, separators=(",", ":")).encode(),
     )
     sent = 0
     try:
         futures = [
-            producer.send(topic or settings.kafka.topic, key=key, value=value)
+            producer.send(
+                topic or settings.kafka.topic,
+                key=key.encode(),
+                value=json.dumps(value, separators=(",", ":")).encode(),
+            )
             for key, value in records
         ]
         producer.flush()

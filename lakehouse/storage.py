@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 from lakehouse.config import Settings
 
 if TYPE_CHECKING:
-    pass
+    from minio import Minio
 
 
 class StorageError(Exception):

@@ -1,0 +1,105 @@
+"""Service lifecycle errors are one clear line with a remedy, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infra.services.base import Context
+from infra.services.kafka import Kafka
+from infra.services.minio import Minio
+from infra.services.process import ServiceError
+from lakehouse.config import load_settings
+
+REPO = Path(__file__).parents[2]
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port some other program is listening on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def context(tmp_path: Path, **services: int) -> Context:
+    env = {**os.environ, "TRIBUTARY_STATE": str(tmp_path / "state")}
+    env.update({f"TRIBUTARY__SERVICES__{k.upper()}": str(v) for k, v in services.items()})
+    return Context(settings=load_settings(profile="local", environ=env), state=tmp_path / "state")
+
+
+def test_kafka_port_in_use_is_refused_with_the_setting_to_change(tmp_path: Path,
+                                                                 busy_port: int) -> None:
+    kafka = Kafka(context(tmp_path, kafka_port=busy_port))
+    with pytest.raises(ServiceError) as caught:
+        kafka.start()
+    message = str(caught.value)
+    assert f"127.0.0.1:{busy_port} is already in use" in message
+    assert "TRIBUTARY__SERVICES__KAFKA_PORT" in message
+    assert "\n" not in message
+    assert not kafka.running()
+
+
+def test_minio_port_in_use_is_refused(tmp_path: Path, busy_port: int) -> None:
+    minio = Minio(context(tmp_path, minio_port=busy_port))
+    with pytest.raises(ServiceError, match="already in use.*TRIBUTARY__SERVICES__MINIO_PORT"):
+        minio.start()
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "infra.services", *args], cwd=REPO,
+                          capture_output=True, text=True, env=env or dict(os.environ),
+                          timeout=120)
+
+
+def test_unknown_service_name_is_a_usage_error() -> None:
+    result = run_cli("up", "postgres")
+    assert result.returncode == 2
+    assert "unknown service 'postgres'; choose from kafka, minio, airflow" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_port_in_use_through_the_cli_is_one_line(tmp_path: Path, busy_port: int) -> None:
+    env = {**os.environ, "TRIBUTARY_STATE": str(tmp_path / "state"),
+           "TRIBUTARY__SERVICES__KAFKA_PORT": str(busy_port),
+           "TRIBUTARY__SERVICES__KAFKA_CONTROLLER_PORT": str(busy_port)}
+    result = run_cli("up", "kafka", env=env)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: kafka: port 127.0.0.1:")
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_config_through_the_cli_is_a_clear_error() -> None:
+    env = {**os.environ, "TRIBUTARY__SERVICES__KAFKA_PORT": "ninety"}
+    result = run_cli("status", env=env)
+    assert result.returncode == 1
+    assert "services.kafka_port: Input should be a valid integer" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_java_is_reported_with_what_to_install(tmp_path: Path) -> None:
+    from infra.bootstrap import SetupError, java_home
+
+    saved = dict(os.environ)
+    try:
+        os.environ["JAVA_HOME"] = str(tmp_path / "no-jdk")
+        os.environ["PATH"] = str(tmp_path)  # no java on it
+        with pytest.raises(SetupError, match=r"Java 17 or newer is needed.*apt-get install"):
+            java_home()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def test_unknown_bootstrap_step_is_a_usage_error() -> None:
+    result = subprocess.run([sys.executable, "infra/bootstrap.py", "everything"], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "unknown step 'everything'" in result.stderr
