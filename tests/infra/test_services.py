@@ -35,8 +35,9 @@ def context(tmp_path: Path, **services: int) -> Context:
     return Context(settings=load_settings(profile="local", environ=env), state=tmp_path / "state")
 
 
-def test_kafka_port_in_use_is_refused_with_the_setting_to_change(tmp_path: Path,
-                                                                 busy_port: int) -> None:
+def test_kafka_port_in_use_is_refused_with_the_setting_to_change(
+    tmp_path: Path, busy_port: int
+) -> None:
     kafka = Kafka(context(tmp_path, kafka_port=busy_port))
     with pytest.raises(ServiceError) as caught:
         kafka.start()
@@ -49,14 +50,19 @@ def test_kafka_port_in_use_is_refused_with_the_setting_to_change(tmp_path: Path,
 
 def test_minio_port_in_use_is_refused(tmp_path: Path, busy_port: int) -> None:
     minio = Minio(context(tmp_path, minio_port=busy_port))
-    with pytest.raises(ServiceError, match="already in use.*TRIBUTARY__SERVICES__MINIO_PORT"):
+    with pytest.raises(ServiceError, match=r"already in use.*TRIBUTARY__SERVICES__MINIO_PORT"):
         minio.start()
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "infra.services", *args], cwd=REPO,
-                          capture_output=True, text=True, env=env or dict(os.environ),
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "infra.services", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env or dict(os.environ),
+        timeout=120,
+    )
 
 
 def test_unknown_service_name_is_a_usage_error() -> None:
@@ -67,9 +73,12 @@ def test_unknown_service_name_is_a_usage_error() -> None:
 
 
 def test_port_in_use_through_the_cli_is_one_line(tmp_path: Path, busy_port: int) -> None:
-    env = {**os.environ, "TRIBUTARY_STATE": str(tmp_path / "state"),
-           "TRIBUTARY__SERVICES__KAFKA_PORT": str(busy_port),
-           "TRIBUTARY__SERVICES__KAFKA_CONTROLLER_PORT": str(busy_port)}
+    env = {
+        **os.environ,
+        "TRIBUTARY_STATE": str(tmp_path / "state"),
+        "TRIBUTARY__SERVICES__KAFKA_PORT": str(busy_port),
+        "TRIBUTARY__SERVICES__KAFKA_CONTROLLER_PORT": str(busy_port),
+    }
     result = run_cli("up", "kafka", env=env)
     assert result.returncode == 1
     assert result.stderr.startswith("error: kafka: port 127.0.0.1:")
@@ -99,7 +108,11 @@ def test_missing_java_is_reported_with_what_to_install(tmp_path: Path) -> None:
 
 
 def test_unknown_bootstrap_step_is_a_usage_error() -> None:
-    result = subprocess.run([sys.executable, "infra/bootstrap.py", "everything"], cwd=REPO,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "infra/bootstrap.py", "everything"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert "unknown step 'everything'" in result.stderr
