@@ -37,10 +37,16 @@ def spark_conf(settings: Settings, jars_dir: Path | None = None) -> dict[str, st
         # Delta reads its log with this many tasks; the default 50 is for clusters.
         "spark.databricks.delta.snapshotPartitions": str(settings.spark.shuffle_partitions),
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.driver.host": "127.0.0.1",
-        "spark.ui.host": "127.0.0.1",
     }
+    if settings.spark.master.startswith("local"):
+        # Nothing outside this machine needs to reach a local driver: keep it on loopback.
+        # (With a cluster master, executors must connect back, so the defaults apply.)
+        conf.update(
+            {
+                "spark.driver.bindAddress": "127.0.0.1",
+                "spark.driver.host": "127.0.0.1",
+            }
+        )
     if settings.storage.on_s3:
         conf.update(_s3a_conf(settings))
     conf.update(settings.spark.conf)
@@ -81,6 +87,9 @@ def get_spark(
     if not (jars_dir / ".complete").exists():
         raise SparkSetupError(f"Spark jars are missing from {jars_dir}: run `make setup`")
     _ensure_java()
+    if settings.spark.master.startswith("local"):
+        # Spark's web UI binds to SPARK_LOCAL_IP, or to every interface without it.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     from pyspark.sql import SparkSession
 

@@ -61,6 +61,8 @@ class Airflow(Service):
         return {
             **os.environ,
             "AIRFLOW_HOME": str(home),
+            # Tasks see the profile the services were started with, whatever the caller has.
+            "TRIBUTARY_PROFILE": self.ctx.settings.profile,
             "PYTHONPATH": os.pathsep.join(
                 filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
             ),

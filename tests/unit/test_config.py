@@ -22,7 +22,7 @@ def test_local_profile_is_the_default_and_keeps_the_lakehouse_in_the_state_folde
     assert settings.profile == "local"
     assert settings.storage.root == str(tmp_path / "cache" / "state" / "lakehouse")
     assert not settings.storage.on_s3
-    assert settings.spark.master == "local[2]"
+    assert settings.spark.master == "local[*]"
     assert settings.kafka.retention_ms == -1
 
 

@@ -26,7 +26,7 @@ def test_local_profile_has_delta_and_jars_but_no_s3a(tmp_path: Path) -> None:
     conf = spark_conf(settings(tmp_path, "local"), jars(tmp_path))
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
-    assert conf["spark.master"] == "local[2]"
+    assert conf["spark.master"] == "local[*]"
     assert conf["spark.jars"].endswith(
         "delta-spark_4.1_2.13-4.4.0.jar," + str(tmp_path / "jars" / "hadoop-aws-3.4.2.jar")
     )
@@ -62,4 +62,5 @@ def test_master_and_extra_conf_come_from_config(tmp_path: Path) -> None:
         jars(tmp_path),
     )
     assert conf["spark.master"] == "spark://h:7077"
+    assert "spark.driver.host" not in conf, "executors must be able to reach the driver"
     assert conf["spark.executor.cores"] == "2"
