@@ -32,7 +32,7 @@ test: setup  ## run every test against real services, starting (and then stoppin
 	@status=0; \
 	$(PY) -m infra.services up --record $(RECORD) || status=$$?; \
 	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory lint typecheck || status=$$?; fi; \
-	if [ $$status -eq 0 ]; then $(PY) -m pytest tests || status=$$?; fi; \
+	if [ $$status -eq 0 ]; then $(PY) -m pytest || status=$$?; fi; \
 	$(PY) -m infra.services down --only-recorded $(RECORD) || true; \
 	exit $$status
 

@@ -3,6 +3,7 @@ reachable the test fails (never skips) and says how to start it."""
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -18,6 +19,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 RUN_ID = uuid.uuid4().hex[:8]
+
+# py4j logs from __del__ at interpreter exit, after pytest has closed its streams.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
