@@ -24,7 +24,7 @@ from lakehouse.delta_io import (
     read_table,
     table_exists,
 )
-from lakehouse.events import generate_events
+from lakehouse.generator import generate_events
 from lakehouse.kafka_io import KafkaUnavailableError, ensure_topic, produce_json
 from lakehouse.secrets import secrets_file
 from lakehouse.spark import SparkSetupError, get_spark

@@ -1,41 +1,51 @@
-"""The event model and a small deterministic generator of clickstream events.
+"""The event model: the JSON contract producers follow, and the reasons a record is refused.
 
-The speed-layer issue grows this into the full generator (anomalies, ledger); for now it makes
-well-formed events so the end-to-end slice has realistic data.
+One event is one JSON object, UTF-8, sent to the `events` topic with key = user_id (so one
+user's events stay in order in one partition):
+
+    field       JSON type          rule
+    event_id    string             required, unique per event, at most 64 characters
+    event_type  string             required, one of EVENT_TYPES
+    user_id     string             required
+    session_id  string             optional (the producer's own notion; Tributary sessionizes)
+    page        string             required (the views group by it)
+    product_id  string             optional
+    amount      number             required and >= 0 for purchases; ignored otherwise
+    event_time  string             required, ISO-8601 with a zone: 2026-01-01T12:00:00.250Z
+    sent_at     string             optional, ISO-8601 with a zone
+
+A record that breaks a rule goes to bronze.quarantine with one reason per broken rule
+(the REASON_* values below); it never stops the pipeline.
 """
 
 from __future__ import annotations
 
-import random
-import uuid
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from typing import Any
-
 EVENT_TYPES = ("page_view", "click", "add_to_cart", "purchase")
-PAGES = ("/", "/search", "/product", "/cart", "/checkout")
+REQUIRED_FIELDS = ("event_id", "event_type", "user_id", "page", "event_time")
+FIELDS = (
+    "event_id",
+    "event_type",
+    "user_id",
+    "session_id",
+    "page",
+    "product_id",
+    "amount",
+    "event_time",
+    "sent_at",
+)
+MAX_EVENT_ID_LENGTH = 64
+# ISO-8601 with a 'T' and an explicit zone; Spark's cast alone would also take "2026-01-01".
+ISO_TIMESTAMP_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
 
+# Quarantine reasons. Parameterised ones are "<reason>:<field>".
+REASON_OVERSIZED = "oversized_record"
+REASON_MALFORMED = "malformed_json"
+REASON_MISSING = "missing_field"  # missing_field:<field>
+REASON_WRONG_TYPE = "wrong_type"  # wrong_type:<field>
+REASON_BAD_EVENT_TYPE = "invalid_value:event_type"
+REASON_EVENT_ID_TOO_LONG = "invalid_value:event_id"
+REASON_PURCHASE_WITHOUT_AMOUNT = "missing_field:amount"
+REASON_NEGATIVE_AMOUNT = "invalid_value:amount"
+REASON_FUTURE = "event_time_in_future"
 
-def generate_events(
-    count: int, seed: int, start: datetime, users: int = 50
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield (kafka key, event) pairs; the same seed and start give the same events."""
-    rng = random.Random(seed)
-    event_time = start.astimezone(UTC)
-    for _ in range(count):
-        event_time += timedelta(milliseconds=rng.randint(10, 2_000))
-        user = f"u{rng.randint(1, users):04d}"
-        event_type = rng.choices(EVENT_TYPES, weights=(60, 25, 10, 5))[0]
-        product = f"p{rng.randint(1, 200):03d}" if event_type != "page_view" else None
-        event = {
-            "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-            "event_type": event_type,
-            "user_id": user,
-            "session_id": f"{user}-s{event_time:%Y%m%d%H}",
-            "page": rng.choice(PAGES),
-            "product_id": product,
-            "amount": round(rng.uniform(1, 300), 2) if event_type == "purchase" else None,
-            "event_time": event_time.isoformat().replace("+00:00", "Z"),
-            "sent_at": event_time.isoformat().replace("+00:00", "Z"),
-        }
-        yield user, event
+CORRUPT_COLUMN = "_corrupt_record"

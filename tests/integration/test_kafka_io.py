@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 
 from lakehouse.config import Settings
-from lakehouse.events import generate_events
+from lakehouse.generator import generate_events
 from lakehouse.kafka_io import ensure_topic, produce_json
 
 

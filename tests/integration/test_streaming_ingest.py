@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse.config import Settings
 from lakehouse.delta_io import append_stream_available_now, read_kafka_stream, read_table
-from lakehouse.events import generate_events
+from lakehouse.generator import generate_events
 from lakehouse.kafka_io import ensure_topic, produce_json
 from lakehouse.tables import table
 from lakehouse.transforms.bronze import RAW_COLUMNS, to_raw_records
