@@ -380,6 +380,23 @@ def setup_compose() -> Path:
         return build_into(folder, build)
 
 
+def drop_go_caches() -> None:
+    """Go's module and build caches (~3 GB) are only needed while building; the binaries are
+    kept, so a rebuild happens only when a pinned version changes."""
+    go_dir = cache_dir() / "go"
+    if not go_dir.exists() or not (minio_binary().exists() and complete(compose_plugin_dir())):
+        return
+    go = shutil.which("go")
+    if go:  # module files are read-only; `go clean` knows how to remove them
+        subprocess.run(
+            [go, "clean", "-modcache"],
+            env={**os.environ, "GOMODCACHE": str(go_dir / "mod")},
+            capture_output=True,
+        )
+    shutil.rmtree(go_dir, ignore_errors=True)
+    info("removed Go's build caches (the built binaries are kept)")
+
+
 def setup_secrets() -> None:
     path, generated = ensure_secrets()
     step(f"Secrets ({path})")
@@ -422,6 +439,7 @@ def main(argv: list[str]) -> int:
         java_home()
         for name in names:
             STEPS[name]()
+        drop_go_caches()
     except SetupError as err:
         print(f"setup failed: {err}", file=sys.stderr)
         return 1

@@ -3,7 +3,7 @@
     python -m jobs.demo [--events N] [--seed S]
 
 1. creates the events topic (if needed) and produces N JSON events with kafka-python;
-2. runs a streaming query (trigger availableNow) from the topic into bronze.events_raw;
+2. runs a streaming query (trigger availableNow) from the topic into demo.events_raw;
 3. reads the table back in batch and prints the counts;
 4. says where to look: the table, the Airflow UI and where its password is.
 
@@ -37,7 +37,7 @@ DEMO_START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def run(settings: Settings, events: int, seed: int) -> dict[str, int]:
-    raw = table("bronze.events_raw")
+    raw = table("demo.events_raw")
     if settings.storage.on_s3:
         ensure_bucket(settings)
 

@@ -69,6 +69,14 @@ class S3Settings(_Frozen):
     secret_key: SecretStr | None = None
 
 
+class SpeedSettings(_Frozen):
+    max_record_bytes: int = Field(ge=256)
+    future_tolerance_seconds: int = Field(ge=0)
+    allowed_lateness_seconds: int = Field(ge=0)
+    trigger_interval_seconds: int = Field(ge=0)
+    max_offsets_per_trigger: int = Field(ge=1)
+
+
 class SparkSettings(_Frozen):
     master: str = Field(pattern=r"^(local(\[(\*|\d+)\])?|spark://.+|yarn|k8s://.+)$")
     driver_memory: str = Field(pattern=r"^\d+[kmgKMG]$")
@@ -105,6 +113,7 @@ class Settings(_Frozen):
     kafka: KafkaSettings
     storage: StorageSettings
     s3: S3Settings
+    speed: SpeedSettings
     spark: SparkSettings
     airflow: AirflowSettings
     services: ServicesSettings

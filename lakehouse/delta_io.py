@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lakehouse.config import Settings
 from lakehouse.tables import Table
 
 if TYPE_CHECKING:
+    from delta.tables import DeltaMergeBuilder
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
@@ -51,3 +53,74 @@ def table_exists(spark: SparkSession, table: Table, settings: Settings) -> bool:
     from delta.tables import DeltaTable
 
     return bool(DeltaTable.isDeltaTable(spark, table.path(settings)))
+
+
+# --- idempotent writes (DESIGN.md: exactly-once through Delta transaction ids) -------------
+#
+# Every write of a micro-batch carries (txnAppId, txnVersion) = (the writer's identity, the
+# batch id). Delta records the pair in the commit and skips any later write whose version is
+# not newer, so a batch that is replayed after a crash cannot apply anything twice.
+
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+
+def append_once(df: DataFrame, table: Table, settings: Settings, app_id: str, version: int) -> None:
+    writer = (
+        df.write.format("delta")
+        .mode("append")
+        .option("txnAppId", app_id)
+        .option("txnVersion", version)
+    )
+    if table.partition_by:
+        writer = writer.partitionBy(*table.partition_by)
+    writer.save(table.path(settings))
+
+
+def merge_once(
+    source: DataFrame,
+    table: Table,
+    settings: Settings,
+    app_id: str,
+    version: int,
+    build_merge: Callable[[DeltaMergeBuilder], DeltaMergeBuilder],
+    on: str,
+) -> None:
+    """MERGE `source` into `table` (alias t; source alias s) once per (app_id, version).
+
+    The first write of a table creates it from the rows to insert, under the same
+    transaction id, so creation is exactly-once too.
+    """
+    from delta.tables import DeltaTable
+
+    spark = source.sparkSession
+    if not table_exists(spark, table, settings):
+        append_once(source, table, settings, app_id, version)
+        return
+    spark.conf.set(TXN_APP_ID, app_id)
+    spark.conf.set(TXN_VERSION, str(version))
+    try:
+        target = DeltaTable.forPath(spark, table.path(settings)).alias("t")
+        build_merge(target.merge(source.alias("s"), on)).execute()
+    finally:
+        spark.conf.unset(TXN_APP_ID)
+        spark.conf.unset(TXN_VERSION)
+
+
+def table_version(spark: SparkSession, table: Table, settings: Settings) -> int | None:
+    """The table's latest version, or None if it does not exist yet."""
+    from delta.tables import DeltaTable
+
+    if not table_exists(spark, table, settings):
+        return None
+    [row] = DeltaTable.forPath(spark, table.path(settings)).history(1).collect()
+    return int(row["version"])
+
+
+def read_table_at(
+    spark: SparkSession, table: Table, settings: Settings, version: int | None
+) -> DataFrame | None:
+    """The table as it was at `version` (None: the table did not exist then)."""
+    if version is None:
+        return None
+    return spark.read.format("delta").option("versionAsOf", version).load(table.path(settings))

@@ -37,13 +37,56 @@ class Table:
         return f"{root}/{self.writer}/{query}"
 
 
+SPEED = "speed_layer"
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
         Table(
-            name="bronze.events_raw",
-            writer="demo",
-            description="Every Kafka record as received: key, value and Kafka coordinates",
+            "bronze.events_raw",
+            SPEED,
+            "Every Kafka record as received: key, value and Kafka coordinates. The master dataset.",
+        ),
+        Table(
+            "bronze.quarantine",
+            SPEED,
+            "Records that break the event contract: the raw record and a reason per broken rule",
+        ),
+        Table(
+            "silver.events",
+            SPEED,
+            "Accepted events, typed and deduplicated by event_id",
+            partition_by=("event_date",),
+        ),
+        Table(
+            "speed.event_counts_1m",
+            SPEED,
+            "1-minute tumbling windows per event_type: events and amount sum (on-time events)",
+        ),
+        Table(
+            "speed.active_users_10m",
+            SPEED,
+            "10-minute windows sliding every minute, per page: distinct users and events",
+        ),
+        Table(
+            "speed.user_sessions",
+            SPEED,
+            "Per-user sessions closed by 30 minutes of inactivity: events, duration, revenue",
+        ),
+        Table(
+            "speed.late_events",
+            SPEED,
+            "Accepted events that arrived after the watermark had closed their windows",
+        ),
+        Table(
+            "ops.speed_progress",
+            SPEED,
+            "One row per micro-batch: counts, watermark, duration, Kafka lag, freshness",
+        ),
+        Table(
+            "demo.events_raw",
+            "demo",
+            "The demo slice's copy of the Kafka records (jobs/demo.py)",
         ),
     )
 }

@@ -92,8 +92,10 @@ def airflow_up(minio_settings: Settings) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark(minio_settings: Settings, minio_up: str) -> Iterator[SparkSession]:
-    """One SparkSession for the whole run, from the one factory, able to reach MinIO too."""
+def spark(minio_settings: Settings) -> Iterator[SparkSession]:
+    """One SparkSession for the whole run, from the one factory. It is configured for MinIO
+    too (no connection is made until a test uses an s3a:// path, and those tests also ask for
+    `minio_up`), so unit tests on tiny DataFrames need no service."""
     from lakehouse.spark import get_spark
 
     session = get_spark("tests", minio_settings, overrides={"spark.sql.shuffle.partitions": "2"})

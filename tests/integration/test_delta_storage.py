@@ -63,7 +63,9 @@ def test_delta_on_local_disk(spark: SparkSession, local_settings: Settings) -> N
     write_and_check(spark, local_settings)
 
 
-def test_delta_on_minio_through_s3a(spark: SparkSession, minio_settings: Settings) -> None:
+def test_delta_on_minio_through_s3a(
+    spark: SparkSession, minio_settings: Settings, minio_up: str
+) -> None:
     write_and_check(spark, minio_settings)
     # The objects really are in the bucket, not on some local fallback.
     from lakehouse.storage import s3_client

@@ -23,7 +23,7 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def ingest(spark: SparkSession, settings: Settings, topic: str) -> int:
-    raw = table("bronze.events_raw")
+    raw = table("demo.events_raw")
     stream = read_kafka_stream(spark, settings, topic=topic).transform(to_raw_records)
     append_stream_available_now(stream, raw, "ingest", settings).awaitTermination()
     return read_table(spark, raw, settings).count()
@@ -44,7 +44,7 @@ def test_stream_from_kafka_into_delta_exactly_once(
     produce_json(local_settings, generate_events(150, seed=4, start=START), topic=topic_name)
     assert ingest(spark, local_settings, topic_name) == 550
 
-    rows = read_table(spark, table("bronze.events_raw"), local_settings)
+    rows = read_table(spark, table("demo.events_raw"), local_settings)
     assert tuple(rows.columns) == RAW_COLUMNS
     # Every Kafka offset exactly once, per partition, with no gap.
     per_partition = (
@@ -68,7 +68,7 @@ def test_stream_from_kafka_into_delta_exactly_once(
 
 
 def test_demo_job_end_to_end_on_minio(
-    spark: SparkSession, kafka_up: str, minio_settings: Settings, topic_name: str
+    spark: SparkSession, kafka_up: str, minio_up: str, minio_settings: Settings, topic_name: str
 ) -> None:
     from jobs import demo
 

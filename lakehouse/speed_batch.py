@@ -1,0 +1,377 @@
+"""What the speed layer does with one micro-batch of Kafka records (foreachBatch).
+
+    bronze.events_raw   <- every record               (append)
+    bronze.quarantine   <- records that break a rule  (append)
+    silver.events       <- new accepted events        (append, deduplicated by event_id)
+    speed.late_events   <- new events older than the watermark
+    speed.<views>       <- new on-time events         (MERGE: add, union users, extend sessions)
+    ops.speed_progress  <- one row: counts, watermark, lag, freshness  (written last)
+
+Exactly-once: every write carries (txnAppId, txnVersion) = (this output's writer id, batch id),
+so a batch Spark replays after a crash skips what it already committed. Replaying must also
+*decide* the same things, so the decisions use state pinned by the previous batch's progress
+row: the watermark in force and the silver version to deduplicate against. A failed write
+raises: the batch fails and is retried, never half-committed and forgotten.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+
+from lakehouse.checkpoints import checkpoint_query_id
+from lakehouse.config import Settings
+from lakehouse.delta_io import append_once, merge_once, read_table_at, table_exists, table_version
+from lakehouse.tables import Table, table
+from lakehouse.transforms.bronze import to_raw_records
+from lakehouse.transforms.dedup import drop_seen_events, first_delivery_per_event
+from lakehouse.transforms.lateness import (
+    advance_watermark,
+    late_events,
+    on_time_events,
+    watermark_column,
+)
+from lakehouse.transforms.parse import parse_events
+from lakehouse.transforms.sessions import events_as_intervals, merge_sessions
+from lakehouse.transforms.validate import (
+    ValidationRules,
+    accepted_events,
+    quarantined_records,
+    validate_events,
+)
+from lakehouse.transforms.windows import (
+    SESSION_GAP_SECONDS,
+    active_users_per_page,
+    count_events_per_minute,
+)
+
+if TYPE_CHECKING:
+    from delta.tables import DeltaMergeBuilder
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class SpeedOutputs:
+    """The tables one speed-layer application writes (the live ones, or a replay's)."""
+
+    name: str
+    raw: Table
+    quarantine: Table
+    silver: Table
+    counts: Table
+    active_users: Table
+    sessions: Table
+    late: Table
+    progress: Table
+
+    @classmethod
+    def live(cls) -> SpeedOutputs:
+        return cls(
+            name="speed_layer",
+            raw=table("bronze.events_raw"),
+            quarantine=table("bronze.quarantine"),
+            silver=table("silver.events"),
+            counts=table("speed.event_counts_1m"),
+            active_users=table("speed.active_users_10m"),
+            sessions=table("speed.user_sessions"),
+            late=table("speed.late_events"),
+            progress=table("ops.speed_progress"),
+        )
+
+
+@dataclass(frozen=True)
+class PinnedState:
+    """What the previous batch left behind; a replayed batch decides from exactly this."""
+
+    watermark_micros: int | None = None
+    silver_version: int | None = None
+    offsets: dict[int, int] | None = None
+    newest_event_micros: int | None = None
+
+
+EndOffsets = Callable[[], dict[int, int]]
+
+
+class MicroBatchProcessor:
+    def __init__(
+        self,
+        settings: Settings,
+        outputs: SpeedOutputs,
+        checkpoint: str,
+        end_offsets: EndOffsets | None = None,
+    ) -> None:
+        self.settings = settings
+        self.outputs = outputs
+        self.checkpoint = checkpoint
+        self.end_offsets = end_offsets
+        self.rules = ValidationRules(
+            max_record_bytes=settings.speed.max_record_bytes,
+            future_tolerance_seconds=settings.speed.future_tolerance_seconds,
+        )
+        self._app_id: str | None = None
+
+    def app_id(self, spark: SparkSession) -> str:
+        # The checkpoint's query id: stable across restarts, new if the checkpoint is reset,
+        # so batch ids that start again from 0 are never mistaken for ones already written.
+        if self._app_id is None:
+            self._app_id = f"{self.outputs.name}:{checkpoint_query_id(spark, self.checkpoint)}"
+        return self._app_id
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        spark = batch.sparkSession
+        app = self.app_id(spark)
+        pinned = self.pinned_state(spark, app, batch_id)
+        out, settings = self.outputs, self.settings
+
+        raw = batch.transform(to_raw_records).persist()
+        checked = raw.transform(parse_events).transform(validate_events, self.rules).persist()
+        try:
+            append_once(raw, out.raw, settings, app, batch_id)
+            append_once(quarantined_records(checked), out.quarantine, settings, app, batch_id)
+
+            new = self.new_events(spark, accepted_events(checked), pinned).persist()
+            wm = pinned.watermark_micros
+            flagged = new.withColumn(
+                "arrived_late",
+                F.lit(False) if wm is None else F.col("event_time") < watermark_column(wm),
+            )
+            append_once(flagged, out.silver, settings, app, batch_id)
+            late = late_events(new, wm).withColumn(
+                "watermark", F.lit(None).cast("timestamp") if wm is None else watermark_column(wm)
+            )
+            append_once(late, out.late, settings, app, batch_id)
+            on_time = on_time_events(new, wm)
+            self.merge_counts(on_time, app, batch_id)
+            self.merge_active_users(on_time, app, batch_id)
+            self.merge_sessions(spark, on_time, wm, app, batch_id)
+
+            progress = self.progress_row(spark, checked, new, pinned, batch_id, app, started)
+            append_once(progress, out.progress, settings, app, batch_id)
+        finally:
+            checked.unpersist()
+            raw.unpersist()
+
+    # --- decisions ---------------------------------------------------------------------
+
+    def pinned_state(self, spark: SparkSession, app: str, batch_id: int) -> PinnedState:
+        if not table_exists(spark, self.outputs.progress, self.settings):
+            return PinnedState()
+        rows = (
+            spark.read.format("delta")
+            .load(self.outputs.progress.path(self.settings))
+            .where((F.col("app_id") == app) & (F.col("batch_id") < batch_id))
+            .orderBy(F.col("batch_id").desc())
+            .limit(1)
+            .collect()
+        )
+        if not rows:
+            return PinnedState()
+        row = rows[0]
+        return PinnedState(
+            watermark_micros=row["watermark_micros"],
+            silver_version=row["silver_version"],
+            offsets=dict(row["offsets"] or {}),
+            newest_event_micros=row["newest_event_micros"],
+        )
+
+    def new_events(
+        self, spark: SparkSession, accepted: DataFrame, pinned: PinnedState
+    ) -> DataFrame:
+        """Accepted events not seen before: first delivery within the batch, and not already
+        in silver as it was after the previous batch."""
+        unique = first_delivery_per_event(accepted)
+        seen = read_table_at(spark, self.outputs.silver, self.settings, pinned.silver_version)
+        if seen is None:
+            return unique
+        # A duplicate carries the same event_time, so only the batch's days need checking.
+        days = [r["event_date"] for r in unique.select("event_date").distinct().collect()]
+        return drop_seen_events(unique, seen.where(F.col("event_date").isin(days)))
+
+    # --- views ---------------------------------------------------------------------------
+
+    def merge_counts(self, on_time: DataFrame, app: str, batch_id: int) -> None:
+        def add(m: DeltaMergeBuilder) -> DeltaMergeBuilder:
+            return m.whenMatchedUpdate(
+                set={
+                    "events": "t.events + s.events",
+                    "amount_sum": "t.amount_sum + s.amount_sum",
+                }
+            ).whenNotMatchedInsertAll()
+
+        merge_once(
+            count_events_per_minute(on_time),
+            self.outputs.counts,
+            self.settings,
+            app,
+            batch_id,
+            add,
+            on="t.window_start = s.window_start AND t.event_type = s.event_type",
+        )
+
+    def merge_active_users(self, on_time: DataFrame, app: str, batch_id: int) -> None:
+        def union(m: DeltaMergeBuilder) -> DeltaMergeBuilder:
+            users = "array_sort(array_union(t.users, s.users))"
+            return m.whenMatchedUpdate(
+                set={
+                    "users": users,
+                    "active_users": f"size({users})",
+                    "events": "t.events + s.events",
+                }
+            ).whenNotMatchedInsertAll()
+
+        merge_once(
+            active_users_per_page(on_time),
+            self.outputs.active_users,
+            self.settings,
+            app,
+            batch_id,
+            union,
+            on="t.window_start = s.window_start AND t.page = s.page",
+        )
+
+    def merge_sessions(
+        self, spark: SparkSession, on_time: DataFrame, wm: int | None, app: str, batch_id: int
+    ) -> None:
+        """Extend, join or open sessions with the batch's on-time events, in one commit.
+
+        Only sessions that could still take an on-time event are read (end + gap after the
+        watermark); they are merged with the new events as intervals, and those that were
+        absorbed into another session are deleted in the same MERGE.
+        """
+        sessions_table = self.outputs.sessions
+        points = events_as_intervals(on_time)
+        if table_exists(spark, sessions_table, self.settings):
+            users = on_time.select("user_id").distinct()
+            open_ = (
+                spark.read.format("delta")
+                .load(sessions_table.path(self.settings))
+                .join(users, "user_id")
+            )
+            if wm is not None:
+                reach = F.col("session_end") + F.make_interval(secs=F.lit(SESSION_GAP_SECONDS))
+                open_ = open_.where(reach > watermark_column(wm))
+            open_ = open_.select("user_id", "session_start", "session_end", "events", "revenue")
+            merged = merge_sessions(points.unionByName(open_))
+            gone = open_.select("user_id", "session_start").join(
+                merged.select("user_id", "session_start"), ["user_id", "session_start"], "left_anti"
+            )
+        else:
+            merged = merge_sessions(points)
+            gone = None
+        source = merged.withColumn("_op", F.lit("upsert"))
+        if gone is not None:
+            source = source.unionByName(
+                gone.withColumn("_op", F.lit("delete")), allowMissingColumns=True
+            )
+
+        def replace(m: DeltaMergeBuilder) -> DeltaMergeBuilder:
+            columns: dict[str, str | Column] = {c: f"s.{c}" for c in merged.columns}
+            return (
+                m.whenMatchedDelete(condition="s._op = 'delete'")
+                .whenMatchedUpdate(condition="s._op = 'upsert'", set=columns)
+                .whenNotMatchedInsert(condition="s._op = 'upsert'", values=columns)
+            )
+
+        if not table_exists(spark, sessions_table, self.settings):
+            source = merged  # the first write creates the table from the sessions alone
+        merge_once(
+            source,
+            sessions_table,
+            self.settings,
+            app,
+            batch_id,
+            replace,
+            on="t.user_id = s.user_id AND t.session_start = s.session_start",
+        )
+
+    # --- progress --------------------------------------------------------------------------
+
+    def progress_row(
+        self,
+        spark: SparkSession,
+        checked: DataFrame,
+        new: DataFrame,
+        pinned: PinnedState,
+        batch_id: int,
+        app: str,
+        started: float,
+    ) -> DataFrame:
+        totals = checked.agg(
+            F.count("*").alias("input"),
+            F.sum((F.size("reasons") > 0).cast("long")).alias("quarantined"),
+        ).first()
+        wm = pinned.watermark_micros
+        on_time = F.lit(True) if wm is None else F.col("event_time") >= watermark_column(wm)
+        fresh = new.agg(
+            F.count("*").alias("new"),
+            F.sum((~on_time).cast("long")).alias("late"),
+            F.max(F.when(on_time, F.unix_micros("event_time"))).alias("newest"),
+        ).first()
+        offsets = dict(pinned.offsets or {})
+        for last in checked.groupBy("partition").agg(F.max("offset").alias("o")).collect():
+            offsets[int(last["partition"])] = int(last["o"]) + 1
+        assert totals is not None and fresh is not None
+        input_rows = int(totals["input"])
+        quarantined = int(totals["quarantined"] or 0)
+        new_rows, late = int(fresh["new"]), int(fresh["late"] or 0)
+        newest = max(
+            (m for m in (pinned.newest_event_micros, fresh["newest"]) if m is not None),
+            default=None,
+        )
+        next_wm = advance_watermark(
+            wm, fresh["newest"], self.settings.speed.allowed_lateness_seconds
+        )
+        lag = self.kafka_lag(offsets)
+        now = datetime.now(UTC)
+        duration = time.monotonic() - started
+        row: dict[str, Any] = {
+            "app_id": app,
+            "batch_id": batch_id,
+            "processed_at": now,
+            "duration_seconds": duration,
+            "input_rows": input_rows,
+            "rows_per_second": input_rows / duration if duration > 0 else None,
+            "quarantined": quarantined,
+            "duplicates": input_rows - quarantined - new_rows,
+            "new_events": new_rows,
+            "late_events": late,
+            "on_time_events": new_rows - late,
+            "watermark_micros": next_wm,
+            "newest_event_micros": newest,
+            "freshness_seconds": (now.timestamp() * 1e6 - newest) / 1e6 if newest else None,
+            "silver_version": table_version(spark, self.outputs.silver, self.settings),
+            "offsets": offsets,
+            "kafka_lag": lag,
+            "total_lag": sum(lag.values()) if lag is not None else None,
+        }
+        return spark.createDataFrame([row], PROGRESS_SCHEMA).withColumns(
+            {
+                "watermark": F.timestamp_micros("watermark_micros"),
+                "newest_event_time": F.timestamp_micros("newest_event_micros"),
+            }
+        )
+
+    def kafka_lag(self, offsets: dict[int, int]) -> dict[int, int] | None:
+        """Records per partition still in Kafka behind what this batch processed."""
+        if self.end_offsets is None:
+            return None
+        try:
+            ends = self.end_offsets()
+        except Exception:
+            return None
+        return {p: max(0, end - offsets.get(p, 0)) for p, end in sorted(ends.items())}
+
+
+PROGRESS_SCHEMA = (
+    "app_id string, batch_id long, processed_at timestamp, duration_seconds double, "
+    "input_rows long, rows_per_second double, quarantined long, duplicates long, "
+    "new_events long, late_events long, on_time_events long, watermark_micros long, "
+    "newest_event_micros long, freshness_seconds double, silver_version long, "
+    "offsets map<int,long>, kafka_lag map<int,long>, total_lag long"
+)

@@ -1,0 +1,57 @@
+"""Event-time views, defined once for the speed, batch and replay layers.
+
+Each function takes accepted events (silver's columns) and returns the view's rows. The
+watermark decides elsewhere which events reach them (lakehouse.transforms.lateness).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from lakehouse.transforms.validate import AMOUNT_TYPE
+
+TUMBLING = "1 minute"
+SLIDING_LENGTH, SLIDING_STEP = "10 minutes", "1 minute"
+SESSION_GAP_SECONDS = 30 * 60
+
+
+def count_events_per_minute(events: DataFrame) -> DataFrame:
+    """(a) 1-minute tumbling windows per event_type: event count and amount sum."""
+    return (
+        events.groupBy(F.window("event_time", TUMBLING), "event_type")
+        .agg(
+            F.count("*").alias("events"),
+            F.coalesce(F.sum("amount"), F.lit(0)).cast(AMOUNT_TYPE).alias("amount_sum"),
+        )
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "event_type",
+            "events",
+            "amount_sum",
+        )
+    )
+
+
+def active_users_per_page(events: DataFrame) -> DataFrame:
+    """(b) 10-minute windows sliding every minute, per page: the distinct users, and events.
+
+    The user set itself is kept (sorted) so two partial results combine exactly by union;
+    a count of distinct users could not be added up.
+    """
+    return (
+        events.groupBy(F.window("event_time", SLIDING_LENGTH, SLIDING_STEP), "page")
+        .agg(
+            F.array_sort(F.collect_set("user_id")).alias("users"),
+            F.count("*").alias("events"),
+        )
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "page",
+            "users",
+            F.size("users").alias("active_users"),
+            "events",
+        )
+    )

@@ -1,0 +1,76 @@
+"""One test per contract rule and per kind of bad input."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from lakehouse.transforms.parse import parse_events
+from lakehouse.transforms.validate import (
+    ValidationRules,
+    accepted_events,
+    quarantined_records,
+    validate_events,
+)
+from tests.unit.transforms.conftest import event
+
+RULES = ValidationRules(max_record_bytes=2048, future_tolerance_seconds=300)
+
+
+def reasons_of(bronze, *values):  # noqa: ANN001, ANN201
+    checked = bronze(*values).transform(parse_events).transform(validate_events, RULES)
+    return [r["reasons"] for r in checked.orderBy("offset").collect()]
+
+
+def test_a_good_event_has_no_reason_and_typed_columns(bronze) -> None:  # noqa: ANN001
+    checked = bronze(event(event_type="purchase", amount=12.5)).transform(parse_events)
+    [row] = accepted_events(checked.transform(validate_events, RULES)).collect()
+    assert row["amount"] == Decimal("12.50")
+    assert row["event_time"].isoformat().startswith("2026-03-01T11:59:00")
+    assert str(row["event_date"]) == "2026-03-01"
+    assert (row["kafka_partition"], row["kafka_offset"]) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ('{"event_id": "e-1", "event_type": ', ["malformed_json"]),
+        ("not json at all", ["malformed_json"]),
+        ("[1, 2, 3]", ["malformed_json"]),
+        (event(page=...), ["missing_field:page"]),
+        (event(event_id=...), ["missing_field:event_id"]),
+        (event(user_id=""), ["missing_field:user_id"]),
+        (event(event_time=None), ["missing_field:event_time"]),
+        (event(event_time=1772366340), ["wrong_type:event_time"]),
+        (event(event_time="2026-03-01"), ["wrong_type:event_time"]),
+        (event(event_time="2026-03-01 11:59:00"), ["wrong_type:event_time"]),
+        (event(sent_at="yesterday"), ["wrong_type:sent_at"]),
+        (event(event_type="purchase", amount="abc"), ["wrong_type:amount"]),
+        (event(event_type="purchase", amount=...), ["missing_field:amount"]),
+        (event(event_type="purchase", amount=-3), ["invalid_value:amount"]),
+        (event(event_type="refund"), ["invalid_value:event_type"]),
+        (event(event_id="x" * 65), ["invalid_value:event_id"]),
+        (event(event_time="2026-03-01T12:06:00Z"), ["event_time_in_future"]),
+        (event(page=..., user_id=...), ["missing_field:user_id", "missing_field:page"]),
+    ],
+)
+def test_each_broken_rule_gives_its_reason(bronze, value, expected) -> None:  # noqa: ANN001
+    assert reasons_of(bronze, value) == [expected]
+
+
+def test_the_future_tolerance_is_measured_from_the_kafka_timestamp(bronze) -> None:  # noqa: ANN001
+    within = event(event_time="2026-03-01T12:04:59Z")  # 4:59 after the broker's clock
+    assert reasons_of(bronze, within) == [[]]
+
+
+def test_an_oversized_record_is_refused_even_when_otherwise_valid(bronze) -> None:  # noqa: ANN001
+    assert reasons_of(bronze, event(padding="x" * 3000)) == [["oversized_record"]]
+
+
+def test_quarantine_keeps_the_raw_record_and_its_coordinates(bronze) -> None:  # noqa: ANN001
+    checked = bronze(event(), "garbage").transform(parse_events).transform(validate_events, RULES)
+    [row] = quarantined_records(checked).collect()
+    assert (row["value"], row["kafka_offset"], row["reason"]) == ("garbage", 1, "malformed_json")
+    assert row["value_bytes"] == 7
+    assert accepted_events(checked).count() == 1, "one bad record never blocks the others"
