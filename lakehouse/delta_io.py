@@ -19,16 +19,19 @@ def read_kafka_stream(
     settings: Settings,
     topic: str | None = None,
     starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
 ) -> DataFrame:
-    return (
+    reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.kafka.bootstrap_servers)
         .option("subscribe", topic or settings.kafka.topic)
         .option("startingOffsets", starting_offsets)
         # A deleted or compacted offset must stop the job loudly, never skip data silently.
         .option("failOnDataLoss", "true")
-        .load()
     )
+    if max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", max_offsets_per_trigger)
+    return reader.load()
 
 
 def append_stream_available_now(

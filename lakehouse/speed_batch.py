@@ -17,7 +17,8 @@ raises: the batch fails and is retried, never half-committed and forgotten.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -97,6 +98,21 @@ class PinnedState:
 EndOffsets = Callable[[], dict[int, int]]
 
 
+class StepTimer:
+    """Seconds spent per step of a batch, reported in the progress row."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(time.monotonic() - began, 3)
+
+
 class MicroBatchProcessor:
     def __init__(
         self,
@@ -129,30 +145,40 @@ class MicroBatchProcessor:
         pinned = self.pinned_state(spark, app, batch_id)
         out, settings = self.outputs, self.settings
 
+        steps = StepTimer()
         raw = batch.transform(to_raw_records).persist()
         checked = raw.transform(parse_events).transform(validate_events, self.rules).persist()
         try:
-            append_once(raw, out.raw, settings, app, batch_id)
-            append_once(quarantined_records(checked), out.quarantine, settings, app, batch_id)
-
-            new = self.new_events(spark, accepted_events(checked), pinned).persist()
+            with steps("bronze"):
+                append_once(raw, out.raw, settings, app, batch_id)
+            with steps("quarantine"):
+                append_once(quarantined_records(checked), out.quarantine, settings, app, batch_id)
+            with steps("dedup"):
+                new = self.new_events(spark, accepted_events(checked), pinned).persist()
             wm = pinned.watermark_micros
             flagged = new.withColumn(
                 "arrived_late",
                 F.lit(False) if wm is None else F.col("event_time") < watermark_column(wm),
             )
-            append_once(flagged, out.silver, settings, app, batch_id)
+            with steps("silver"):
+                append_once(flagged, out.silver, settings, app, batch_id)
             late = late_events(new, wm).withColumn(
                 "watermark", F.lit(None).cast("timestamp") if wm is None else watermark_column(wm)
             )
-            append_once(late, out.late, settings, app, batch_id)
+            with steps("late"):
+                append_once(late, out.late, settings, app, batch_id)
             on_time = on_time_events(new, wm)
-            self.merge_counts(on_time, app, batch_id)
-            self.merge_active_users(on_time, app, batch_id)
-            self.merge_sessions(spark, on_time, wm, app, batch_id)
-
-            progress = self.progress_row(spark, checked, new, pinned, batch_id, app, started)
-            append_once(progress, out.progress, settings, app, batch_id)
+            with steps("counts"):
+                self.merge_counts(on_time, app, batch_id)
+            with steps("active_users"):
+                self.merge_active_users(on_time, app, batch_id)
+            with steps("sessions"):
+                self.merge_sessions(spark, on_time, wm, app, batch_id)
+            with steps("progress"):
+                progress = self.progress_row(
+                    spark, checked, new, pinned, batch_id, app, started, steps.seconds
+                )
+                append_once(progress, out.progress, settings, app, batch_id)
         finally:
             checked.unpersist()
             raw.unpersist()
@@ -301,6 +327,7 @@ class MicroBatchProcessor:
         batch_id: int,
         app: str,
         started: float,
+        step_seconds: dict[str, float],
     ) -> DataFrame:
         totals = checked.agg(
             F.count("*").alias("input"),
@@ -349,6 +376,7 @@ class MicroBatchProcessor:
             "offsets": offsets,
             "kafka_lag": lag,
             "total_lag": sum(lag.values()) if lag is not None else None,
+            "step_seconds": step_seconds,
         }
         return spark.createDataFrame([row], PROGRESS_SCHEMA).withColumns(
             {
@@ -373,5 +401,6 @@ PROGRESS_SCHEMA = (
     "input_rows long, rows_per_second double, quarantined long, duplicates long, "
     "new_events long, late_events long, on_time_events long, watermark_micros long, "
     "newest_event_micros long, freshness_seconds double, silver_version long, "
-    "offsets map<int,long>, kafka_lag map<int,long>, total_lag long"
+    "offsets map<int,long>, kafka_lag map<int,long>, total_lag long, "
+    "step_seconds map<string,double>"
 )

@@ -1,0 +1,136 @@
+"""The speed layer: one long-running Spark Structured Streaming application.
+
+    python -m jobs.speed_layer                  # run until stopped
+    python -m jobs.speed_layer --available-now  # process what the log holds now, then exit
+
+Reads the `events` topic from the earliest offset (the checkpoint remembers where it is) and
+hands every micro-batch to lakehouse.speed_batch. Stopping gracefully: send SIGTERM, or create
+the stop file (default <state>/run/speed_layer.stop); the running batch finishes first, then
+the query stops. Whatever way it stops, a restart continues exactly where it left off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from lakehouse.config import ConfigError, Settings, get_settings
+from lakehouse.delta_io import read_kafka_stream
+from lakehouse.kafka_io import KafkaUnavailableError, ensure_topic
+from lakehouse.kafka_offsets import end_offsets
+from lakehouse.paths import state_dir
+from lakehouse.spark import SparkSetupError, get_spark
+from lakehouse.speed_batch import MicroBatchProcessor, SpeedOutputs
+from lakehouse.storage import StorageError, ensure_bucket
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+QUERY_NAME = "speed_layer"
+
+
+def default_stop_file() -> Path:
+    return state_dir() / "run" / "speed_layer.stop"
+
+
+def start_query(
+    spark: SparkSession,
+    settings: Settings,
+    outputs: SpeedOutputs,
+    available_now: bool,
+    topic: str | None = None,
+) -> StreamingQuery:
+    checkpoint = outputs.progress.checkpoint(QUERY_NAME, settings)
+    processor = MicroBatchProcessor(
+        settings, outputs, checkpoint, end_offsets=lambda: end_offsets(settings, topic)
+    )
+    stream = read_kafka_stream(
+        spark,
+        settings,
+        topic=topic,
+        max_offsets_per_trigger=settings.speed.max_offsets_per_trigger,
+    )
+    writer = (
+        stream.writeStream.queryName(QUERY_NAME)
+        .foreachBatch(processor)
+        .option("checkpointLocation", checkpoint)
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{settings.speed.trigger_interval_seconds} seconds")
+    return writer.start()
+
+
+class StopRequest:
+    """Set by SIGTERM/SIGINT or by the stop file; checked between batches."""
+
+    def __init__(self, stop_file: Path) -> None:
+        self.stop_file = stop_file
+        self.signalled = False
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signalled = True
+
+    def __bool__(self) -> bool:
+        return self.signalled or self.stop_file.exists()
+
+
+def run_until_stopped(query: StreamingQuery, stop: StopRequest, batch_timeout: float = 600) -> None:
+    while query.isActive:
+        query.awaitTermination(1)
+        if query.isActive and stop:
+            print("==> stop requested: finishing the current batch", flush=True)
+            deadline = time.monotonic() + batch_timeout
+            while query.status["isTriggerActive"] and time.monotonic() < deadline:
+                time.sleep(0.2)
+            query.stop()
+    if query.exception() is not None:
+        raise RuntimeError(f"the speed layer's query failed: {query.exception()}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.speed_layer",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--available-now", action="store_true", help="process everything in the log now, then exit"
+    )
+    parser.add_argument(
+        "--stop-file", type=Path, default=None, help="stop gracefully when this file appears"
+    )
+    args = parser.parse_args(argv)
+    try:
+        settings = get_settings()
+        stop = StopRequest(args.stop_file or default_stop_file())
+        stop.stop_file.unlink(missing_ok=True)  # a stale request must not stop the new run
+        if settings.storage.on_s3:
+            ensure_bucket(settings)
+        ensure_topic(settings)
+        spark = get_spark(QUERY_NAME, settings)
+        query = start_query(spark, settings, SpeedOutputs.live(), args.available_now)
+        print(
+            f"==> speed layer running (query id {query.id}); stop with SIGTERM or "
+            f"`touch {stop.stop_file}`",
+            flush=True,
+        )
+        run_until_stopped(query, stop)
+    except (ConfigError, KafkaUnavailableError, SparkSetupError, StorageError) as err:
+        print(f"speed layer: {err}", file=sys.stderr)
+        return 1
+    print("==> speed layer stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
