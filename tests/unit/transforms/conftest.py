@@ -35,7 +35,7 @@ def event(**overrides: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def bronze(spark: SparkSession):  # noqa: ANN201
+def bronze(spark: SparkSession):
     """bronze(value_or_event, ...) -> a bronze DataFrame, one row per value, offsets 0.."""
 
     def build(*values: dict[str, Any] | str, partition: int = 0) -> DataFrame:

@@ -18,12 +18,12 @@ from tests.unit.transforms.conftest import event
 RULES = ValidationRules(max_record_bytes=2048, future_tolerance_seconds=300)
 
 
-def reasons_of(bronze, *values):  # noqa: ANN001, ANN201
+def reasons_of(bronze, *values):
     checked = bronze(*values).transform(parse_events).transform(validate_events, RULES)
     return [r["reasons"] for r in checked.orderBy("offset").collect()]
 
 
-def test_a_good_event_has_no_reason_and_typed_columns(bronze) -> None:  # noqa: ANN001
+def test_a_good_event_has_no_reason_and_typed_columns(bronze) -> None:
     checked = bronze(event(event_type="purchase", amount=12.5)).transform(parse_events)
     [row] = accepted_events(checked.transform(validate_events, RULES)).collect()
     assert row["amount"] == Decimal("12.50")
@@ -55,20 +55,20 @@ def test_a_good_event_has_no_reason_and_typed_columns(bronze) -> None:  # noqa: 
         (event(page=..., user_id=...), ["missing_field:user_id", "missing_field:page"]),
     ],
 )
-def test_each_broken_rule_gives_its_reason(bronze, value, expected) -> None:  # noqa: ANN001
+def test_each_broken_rule_gives_its_reason(bronze, value, expected) -> None:
     assert reasons_of(bronze, value) == [expected]
 
 
-def test_the_future_tolerance_is_measured_from_the_kafka_timestamp(bronze) -> None:  # noqa: ANN001
+def test_the_future_tolerance_is_measured_from_the_kafka_timestamp(bronze) -> None:
     within = event(event_time="2026-03-01T12:04:59Z")  # 4:59 after the broker's clock
     assert reasons_of(bronze, within) == [[]]
 
 
-def test_an_oversized_record_is_refused_even_when_otherwise_valid(bronze) -> None:  # noqa: ANN001
+def test_an_oversized_record_is_refused_even_when_otherwise_valid(bronze) -> None:
     assert reasons_of(bronze, event(padding="x" * 3000)) == [["oversized_record"]]
 
 
-def test_quarantine_keeps_the_raw_record_and_its_coordinates(bronze) -> None:  # noqa: ANN001
+def test_quarantine_keeps_the_raw_record_and_its_coordinates(bronze) -> None:
     checked = bronze(event(), "garbage").transform(parse_events).transform(validate_events, RULES)
     [row] = quarantined_records(checked).collect()
     assert (row["value"], row["kafka_offset"], row["reason"]) == ("garbage", 1, "malformed_json")

@@ -1,0 +1,242 @@
+"""Send a realistic click stream, anomalies included, to Kafka and keep a ledger of it.
+
+    python -m jobs.generate --count N [--rate R] [--seed S] [--start now|ISO-8601]
+                            [--realtime] [--anomalies none|default|all] [--late F ...]
+                            [--ledger PATH] [--topic T]
+
+Without --realtime the records go out as fast as Kafka takes them, with event times spaced
+at --rate events/s from --start; with it, sending is paced at --rate events/s of wall-clock
+time. The ledger (one JSON line per record: what it is and where the pipeline must put it)
+goes to <state>/ledgers/ unless --ledger says otherwise.
+
+Exit status: 0 sent, 1 Kafka or configuration failure, 2 bad arguments (nothing sent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import secrets
+import signal
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, NoReturn
+
+from lakehouse.config import ConfigError, Settings, get_settings
+from lakehouse.generator import (
+    ANOMALY_KINDS,
+    ANOMALY_PRESETS,
+    GeneratorConfig,
+    check_against_settings,
+    produce,
+)
+from lakehouse.kafka_io import KafkaUnavailableError
+from lakehouse.paths import state_dir
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line, not a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction in [0, 1]")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not >= 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not > 0")
+    return value
+
+
+def start_time(text: str) -> datetime:
+    """'now' or ISO-8601; a time without a zone is taken as UTC."""
+    if text == "now":
+        return datetime.now(UTC)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither 'now' nor an ISO-8601 time like 2026-01-01T12:00:00Z"
+        ) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def duration(text: str) -> timedelta:
+    """'90s', '15m', '3h', '1d' or plain seconds."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
+    try:
+        seconds = float(number) * DURATION_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 15m or 3h") from None
+    return timedelta(seconds=seconds)
+
+
+def topic_name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid Kafka topic name")
+    return text
+
+
+def build_parser() -> _Parser:
+    parser = _Parser(
+        prog="python -m jobs.generate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--count", type=positive_int, required=True, help="records to send")
+    parser.add_argument(
+        "--rate", type=positive_float, default=1000.0, help="events per second (default 1000)"
+    )
+    parser.add_argument("--seed", type=int, help="random seed (default: a fresh one, printed)")
+    parser.add_argument(
+        "--start",
+        type=start_time,
+        default="now",
+        help="event time of the first event: 'now' (default) or ISO-8601",
+    )
+    parser.add_argument("--realtime", action="store_true", help="pace sending at --rate")
+    parser.add_argument(
+        "--anomalies",
+        choices=sorted(ANOMALY_PRESETS),
+        default="default",
+        help="preset fractions: none, default (2%% of each kind, oversized 0.2%%) "
+        "or all (5%% of each, oversized 1%%)",
+    )
+    for kind in ANOMALY_KINDS:
+        parser.add_argument(
+            "--" + kind.replace("_", "-"),
+            type=fraction,
+            metavar="F",
+            help=f"fraction of {kind.replace('_', '-')} records (overrides the preset)",
+        )
+    parser.add_argument("--late-min", type=duration, default="15m", help="default 15m")
+    parser.add_argument("--late-max", type=duration, default="3h", help="default 3h")
+    parser.add_argument("--users", type=positive_int, default=200, help="default 200")
+    parser.add_argument("--ledger", type=Path, help="default <state>/ledgers/<time>-seed<S>.jsonl")
+    parser.add_argument("--topic", type=topic_name, help="default: the configured topic")
+    return parser
+
+
+def build_config(args: argparse.Namespace, settings: Settings, seed: int) -> GeneratorConfig:
+    """Preset fractions, then per-kind flags on top. Raises ValueError when inconsistent."""
+    preset = ANOMALY_PRESETS[args.anomalies]
+
+    def share(kind: str) -> float:
+        flag: float | None = getattr(args, kind)
+        return preset.get(kind, 0.0) if flag is None else flag
+
+    return GeneratorConfig(
+        count=args.count,
+        seed=seed,
+        start=args.start,
+        rate=args.rate,
+        users=args.users,
+        out_of_order=share("out_of_order"),
+        late=share("late"),
+        duplicate=share("duplicate"),
+        malformed=share("malformed"),
+        wrong_type=share("wrong_type"),
+        missing_field=share("missing_field"),
+        oversized=share("oversized"),
+        future=share("future"),
+        late_min=args.late_min,
+        late_max=args.late_max,
+        max_record_bytes=settings.speed.max_record_bytes,
+    )
+
+
+def default_ledger(seed: int) -> Path:
+    return state_dir() / "ledgers" / f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-seed{seed}.jsonl"
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    rate = summary["events_per_second"]
+    print(
+        f"==> sent {summary['sent']}/{summary['requested']} records to {summary['topic']!r} "
+        f"in {summary['seconds']:.1f}s ({rate or 0:,.1f} events/s)"
+    )
+    print("    kinds:    " + " ".join(f"{k}={n}" for k, n in summary["kinds"].items() if n))
+    print("    expected: " + " ".join(f"{k}={n}" for k, n in summary["expected"].items()))
+    print(f"    ledger:   {summary['ledger']}")
+    if summary["sent"] < summary["requested"]:
+        print("    stopped early by a signal; the ledger lists every record sent")
+
+
+def stop_on_signals() -> threading.Event:
+    """Ctrl-C or SIGTERM (an Airflow task being killed) ends the run with a complete ledger."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = get_settings()
+    except ConfigError as err:
+        print(f"generate failed: {err}", file=sys.stderr)
+        return 1
+    # A fresh seed by default: a seed fixes the event_ids, so repeating one into the
+    # permanent topic would turn every event of the second run into a duplicate.
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    try:
+        cfg = build_config(args, settings, seed)
+        check_against_settings(cfg, settings, args.realtime)
+    except ValueError as err:
+        parser.error(str(err))
+    ledger = args.ledger or default_ledger(seed)
+    topic = args.topic or settings.kafka.topic
+    print(
+        f"==> generating {cfg.count} records (seed {seed}, start {cfg.start:%Y-%m-%dT%H:%M:%SZ}, "
+        f"{cfg.rate:g} events/s{', paced' if args.realtime else ''}) for topic {topic!r} "
+        f"at {settings.kafka.bootstrap_servers}",
+        flush=True,
+    )
+    from kafka.errors import KafkaError
+
+    try:
+        summary = produce(
+            settings, cfg, ledger, topic=topic, realtime=args.realtime, stop=stop_on_signals()
+        )
+    except KafkaUnavailableError as err:
+        print(f"generate failed: {err}", file=sys.stderr)
+        return 1
+    except KafkaError as err:
+        where = f"; the ledger {ledger} lists what was sent" if ledger.exists() else ""
+        print(f"generate failed: Kafka error: {err}{where}", file=sys.stderr)
+        return 1
+    print_summary(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,153 @@
+"""`python -m jobs.generate` against the real broker: what lands in the topic is what the
+ledger says, and bad arguments send nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakehouse.config import Settings
+from lakehouse.generator import read_ledger
+from lakehouse.paths import REPO_ROOT
+
+
+def run_generate(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.generate", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def cli_env(minio_settings: Settings, kafka_up: str, tmp_path: Path) -> dict[str, str]:
+    """The tests' broker, and a private state folder so default ledgers land in tmp_path."""
+    env = dict(os.environ)
+    env.update(
+        TRIBUTARY_PROFILE=minio_settings.profile,
+        TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS=kafka_up,
+        TRIBUTARY_STATE=str(tmp_path / "state"),
+    )
+    return env
+
+
+@pytest.fixture
+def gen_topic() -> str:
+    return f"gen-test-{uuid.uuid4().hex[:12]}"
+
+
+def read_topic(servers: str, topic: str, expected: int, within: float = 60.0) -> list[Any]:
+    """Every record of the topic, waiting (boundedly) until `expected` have been read."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=2_000,
+    )
+    received: list[Any] = []
+    deadline = time.monotonic() + within
+    try:
+        while len(received) < expected and time.monotonic() < deadline:
+            received.extend(consumer)
+        received.extend(consumer)  # anything beyond `expected` would be a bug: look for it
+    finally:
+        consumer.close()
+    return received
+
+
+def topic_exists(servers: str, topic: str) -> bool:
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=servers)
+    try:
+        return topic in admin.list_topics()
+    finally:
+        admin.close()
+
+
+def summary_counts(stdout: str, label: str) -> dict[str, int]:
+    line = next(x for x in stdout.splitlines() if x.strip().startswith(f"{label}:"))
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
+
+
+def test_generated_topic_matches_the_ledger(
+    cli_env: dict[str, str], kafka_up: str, gen_topic: str, tmp_path: Path
+) -> None:
+    result = run_generate(
+        cli_env,
+        *("--count", "3000", "--seed", "7", "--anomalies", "all", "--topic", gen_topic),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "==> sent 3000/3000 records" in result.stdout
+
+    printed = re.search(r"ledger:\s+(\S+)", result.stdout)
+    assert printed, result.stdout
+    ledger_path = Path(printed.group(1))
+    assert ledger_path.parent == tmp_path / "state" / "ledgers"
+    assert ledger_path.name.endswith("-seed7.jsonl")
+    ledger = read_ledger(ledger_path)
+    assert [e["seq"] for e in ledger] == list(range(3000))
+
+    kinds = Counter(e["kind"] for e in ledger)
+    assert summary_counts(result.stdout, "kinds") == {k: n for k, n in kinds.items() if n}
+    assert set(kinds) == {
+        "ok",
+        "out_of_order",
+        "late",
+        "duplicate",
+        "malformed",
+        "wrong_type",
+        "missing_field",
+        "oversized",
+        "future",
+    }
+    fates = Counter(e["expected"] for e in ledger)
+    assert summary_counts(result.stdout, "expected") == dict(fates)
+
+    records = read_topic(kafka_up, gen_topic, expected=len(ledger))
+    assert len(records) == len(ledger)
+    by_position = {(r.partition, r.offset): r for r in records}
+    for entry in ledger:
+        record = by_position[(entry["partition"], entry["offset"])]
+        assert record.key.decode() == entry["key"]
+        assert len(record.value) == entry["size"]
+        assert record.timestamp == entry["timestamp_ms"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--count", "-5"],
+        ["--count", "10", "--late", "1.5"],
+        ["--count", "10", "--start", "yesterday-ish"],
+        ["--count", "10", "--anomalies", "all", "--duplicate", "0.4"],
+        ["--count", "10000000", "--rate", "10"],  # event times would run days ahead
+    ],
+    ids=["negative-count", "fraction-above-1", "bad-start", "fractions-sum", "clock-ahead"],
+)
+def test_bad_arguments_exit_2_and_send_nothing(
+    cli_env: dict[str, str], kafka_up: str, gen_topic: str, tmp_path: Path, bad: list[str]
+) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    result = run_generate(cli_env, *bad, "--topic", gen_topic, "--ledger", str(ledger))
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "error:" in result.stderr
+    assert result.stdout == ""
+    assert not ledger.exists()
+    assert not topic_exists(kafka_up, gen_topic)

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from lakehouse.transforms.sessions import events_as_intervals, merge_sessions, sessionize
+
+SCHEMA = "user_id string, amount decimal(18,2), event_time timestamp"
+
+
+def ts(text: str) -> datetime:
+    return datetime.fromisoformat(f"2026-03-01T{text}")
+
+
+def sessions_of(df):
+    return sorted(
+        (
+            r["user_id"],
+            r["session_start"].strftime("%H:%M"),
+            r["session_end"].strftime("%H:%M"),
+            r["events"],
+            r["revenue"],
+            r["duration_seconds"],
+        )
+        for r in df.collect()
+    )
+
+
+def test_thirty_minutes_of_silence_ends_a_session(spark) -> None:
+    df = spark.createDataFrame(
+        [
+            ("u1", None, ts("10:00:00")),
+            ("u1", Decimal("9.99"), ts("10:29:59")),  # 29:59 later: same session
+            ("u1", None, ts("10:59:59")),  # exactly 30:00 later: a new session
+            ("u2", Decimal("1.00"), ts("10:10:00")),
+        ],
+        SCHEMA,
+    )
+    assert sessions_of(sessionize(df)) == [
+        ("u1", "10:00", "10:29", 2, Decimal("9.99"), 1799),
+        ("u1", "10:59", "10:59", 1, Decimal("0.00"), 0),
+        ("u2", "10:10", "10:10", 1, Decimal("1.00"), 0),
+    ]
+
+
+def test_merging_known_sessions_with_new_events_equals_sessionizing_everything(spark) -> None:
+    everything = spark.createDataFrame(
+        [("u1", None, ts(t)) for t in ("10:00", "10:20", "11:30", "11:50", "10:45", "11:10")],
+        SCHEMA,
+    )
+    first_half = everything.where(
+        "event_time < '2026-03-01 10:30' OR event_time >= '2026-03-01 11:30'"
+    )
+    second_half = everything.subtract(first_half)
+    known = sessionize(first_half).select(
+        "user_id", "session_start", "session_end", "events", "revenue"
+    )
+    incremental = merge_sessions(known.unionByName(events_as_intervals(second_half)))
+    # 10:45 and 11:10 bridge the two known sessions into one.
+    assert sessions_of(incremental) == sessions_of(sessionize(everything))
+    assert [s[3] for s in sessions_of(incremental)] == [6]
