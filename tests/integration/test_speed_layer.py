@@ -1,0 +1,163 @@
+"""The speed layer against the real broker, checked record by record against the generator's
+ledger, with every kind of anomaly switched on."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from jobs.speed_layer import start_query
+from lakehouse.config import Settings
+from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
+from lakehouse.speed_batch import SpeedOutputs
+from tests.integration import speed_checks as expect
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+OUT = SpeedOutputs.live()
+
+
+def speed_settings(base: Settings, topic: str, **speed: Any) -> Settings:
+    return base.model_copy(
+        update={
+            "kafka": base.kafka.model_copy(update={"topic": topic}),
+            "speed": base.speed.model_copy(update={"max_offsets_per_trigger": 900, **speed}),
+        }
+    )
+
+
+def generate(settings: Settings, tmp: Path, count: int, seed: int) -> list[dict[str, Any]]:
+    # Event time runs from 2 h ago at ~1 event/s; late events trail by 15 min .. 3 h.
+    cfg = GeneratorConfig(
+        count=count,
+        seed=seed,
+        start=datetime.now(UTC) - timedelta(hours=2),
+        rate=1.5,
+        users=40,
+        **ANOMALY_PRESETS["all"],
+    )
+    produce(settings, cfg, tmp / "ledger.jsonl", topic=settings.kafka.topic)
+    return read_ledger(tmp / "ledger.jsonl")
+
+
+def load(spark: SparkSession, settings: Settings, name: str) -> DataFrame:
+    return spark.read.format("delta").load(getattr(OUT, name).path(settings))
+
+
+@pytest.fixture(scope="module")
+def speed_run(
+    spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Settings, list[dict[str, Any]]]:
+    """One generator run with every anomaly, streamed until caught up."""
+    import os
+    import uuid
+
+    from lakehouse.config import load_settings
+
+    tmp = tmp_path_factory.mktemp("speed")
+    env = {
+        **os.environ,
+        "TRIBUTARY__STORAGE__ROOT": str(tmp / "lake"),
+        "TRIBUTARY__STORAGE__CHECKPOINTS": str(tmp / "checkpoints"),
+    }
+    env.pop("TRIBUTARY_PROFILE", None)
+    settings = speed_settings(load_settings("local", env), f"speed-{uuid.uuid4().hex[:8]}")
+    ledger = generate(settings, tmp, count=3000, seed=41)
+    start_query(
+        spark, settings, OUT, available_now=True, topic=settings.kafka.topic
+    ).awaitTermination()
+    return settings, ledger
+
+
+def test_every_record_is_accounted_for(spark: SparkSession, speed_run) -> None:
+    settings, ledger = speed_run
+    progress = load(spark, settings, "progress").toPandas()
+    consumed = int(progress["input_rows"].sum())
+    silver = load(spark, settings, "silver").count()
+    quarantined = load(spark, settings, "quarantine").count()
+    duplicates = int(progress["duplicates"].sum())
+    assert consumed == len(ledger) == load(spark, settings, "raw").count()
+    assert consumed == silver + quarantined + duplicates
+    assert (
+        progress["input_rows"]
+        == progress["quarantined"] + progress["duplicates"] + progress["new_events"]
+    ).all(), "each batch balances on its own"
+    assert len(progress) >= 3, "the run must span several micro-batches"
+    assert (progress["total_lag"].iloc[progress["batch_id"].idxmax()]) == 0
+
+
+def test_every_refused_record_is_quarantined_with_its_reasons(
+    spark: SparkSession, speed_run
+) -> None:
+    settings, ledger = speed_run
+    rows = load(spark, settings, "quarantine").collect()
+    found = {(r["kafka_partition"], r["kafka_offset"]): r["reasons"] for r in rows}
+    expected = {
+        (e["partition"], e["offset"]): e["expected_reasons"]
+        for e in ledger
+        if e["expected"] == "quarantine"
+    }
+    assert {k for k in ledger[0]} >= {"partition", "offset"}
+    assert found == expected
+    kinds = {e["kind"] for e in ledger if e["expected"] == "quarantine"}
+    assert kinds == {"malformed", "wrong_type", "missing_field", "oversized", "future"}
+
+
+def test_every_accepted_event_is_in_silver_once(spark: SparkSession, speed_run) -> None:
+    settings, ledger = speed_run
+    silver = load(spark, settings, "silver").select("event_id").toPandas()["event_id"]
+    assert silver.is_unique
+    assert set(silver) == {e["event_id"] for e in ledger if e["expected"] == "silver"}
+    duplicated = {e["event_id"] for e in ledger if e["expected"] == "duplicate"}
+    assert duplicated and duplicated <= set(silver), "a duplicate's original is kept, once"
+
+
+def test_windows_plus_late_events_equal_a_recomputation_from_the_ledger(
+    spark: SparkSession,
+    speed_run,
+) -> None:
+    settings, ledger = speed_run
+    accepted = expect.accepted(ledger)
+    late_ids = {r["event_id"] for r in load(spark, settings, "late").select("event_id").collect()}
+    assert late_ids, "the anomalies must produce some late events"
+    late = accepted[accepted["event_id"].isin(late_ids)]
+    on_time = accepted[~accepted["event_id"].isin(late_ids)]
+
+    counts = {
+        (pd_ts(r["window_start"]), r["event_type"]): (r["events"], expect.to_cents(r["amount_sum"]))
+        for r in load(spark, settings, "counts").collect()
+    }
+    assert counts == expect.minute_counts(on_time)
+    # batch = speed + late, from the other side: adding the late events back gives everything
+    everything = expect.minute_counts(accepted)
+    for key, (n, cents) in expect.minute_counts(late).items():
+        speed_n, speed_cents = counts.get(key, (0, 0))
+        assert (speed_n + n, speed_cents + cents) == everything[key]
+
+    users = {
+        (pd_ts(r["window_start"]), r["page"]): set(r["users"])
+        for r in load(spark, settings, "active_users").collect()
+    }
+    assert users == expect.sliding_users(on_time)
+
+    sessions = {
+        (
+            r["user_id"],
+            pd_ts(r["session_start"]),
+            pd_ts(r["session_end"]),
+            r["events"],
+            expect.to_cents(r["revenue"]),
+        )
+        for r in load(spark, settings, "sessions").collect()
+    }
+    assert sessions == expect.sessions(on_time)
+
+
+def pd_ts(value: datetime):
+    import pandas as pd
+
+    return pd.Timestamp(value)
