@@ -27,6 +27,7 @@ from lakehouse.paths import state_dir
 from lakehouse.spark import SparkSetupError, get_spark
 from lakehouse.speed_batch import MicroBatchProcessor, SpeedOutputs
 from lakehouse.storage import StorageError, ensure_bucket
+from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,6 +69,10 @@ def start_query(
     return writer.start()
 
 
+class QueryFailedError(Exception):
+    """The streaming query stopped on an error; it restarts from its checkpoint."""
+
+
 class StopRequest:
     """Set by SIGTERM/SIGINT or by the stop file; checked between batches."""
 
@@ -93,8 +98,10 @@ def run_until_stopped(query: StreamingQuery, stop: StopRequest, batch_timeout: f
             while query.status["isTriggerActive"] and time.monotonic() < deadline:
                 time.sleep(0.2)
             query.stop()
-    if query.exception() is not None:
-        raise RuntimeError(f"the speed layer's query failed: {query.exception()}")
+    failure = query.exception()
+    if failure is not None:
+        # Spark's message leads with the cause; the full trace is in the job's log.
+        raise QueryFailedError(str(failure).strip().splitlines()[0][:2000])
 
 
 def main(argv: list[str]) -> int:
@@ -117,15 +124,25 @@ def main(argv: list[str]) -> int:
         if settings.storage.on_s3:
             ensure_bucket(settings)
         ensure_topic(settings)
-        spark = get_spark(QUERY_NAME, settings)
-        query = start_query(spark, settings, SpeedOutputs.live(), args.available_now)
-        print(
-            f"==> speed layer running (query id {query.id}); stop with SIGTERM or "
-            f"`touch {stop.stop_file}`",
-            flush=True,
-        )
-        run_until_stopped(query, stop)
-    except (ConfigError, KafkaUnavailableError, SparkSetupError, StorageError) as err:
+        with exclusive_writer(settings, QUERY_NAME):
+            spark = get_spark(QUERY_NAME, settings)
+            query = start_query(spark, settings, SpeedOutputs.live(), args.available_now)
+            print(
+                f"==> speed layer running (query id {query.id}); stop with SIGTERM or "
+                f"`touch {stop.stop_file}`",
+                flush=True,
+            )
+            run_until_stopped(query, stop)
+    except QueryFailedError as err:
+        print(f"speed layer failed: {err}", file=sys.stderr)
+        return 2
+    except (
+        ConfigError,
+        KafkaUnavailableError,
+        SparkSetupError,
+        StorageError,
+        WriterBusyError,
+    ) as err:
         print(f"speed layer: {err}", file=sys.stderr)
         return 1
     print("==> speed layer stopped", flush=True)

@@ -171,3 +171,23 @@ def test_graceful_stop_from_outside_finishes_the_batch(
 def _progress_text(env: dict[str, str]) -> str:
     path = Path(OUT.progress.path(settings_for(env)))
     return "batch" if (path / "_delta_log").exists() else ""
+
+
+def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
+    from lakehouse.writer_lock import exclusive_writer
+
+    env = job_env(tmp_path, f"busy-{uuid.uuid4().hex[:8]}")
+    with exclusive_writer(settings_for(env), "speed_layer"):
+        result = subprocess.run(
+            [sys.executable, "-m", "jobs.speed_layer", "--available-now"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 1
+    assert f"speed_layer is already running for {tmp_path / 'lake'} (pid {os.getpid()})" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,43 @@
+"""One writer per table set (DESIGN.md, invariant 5), enforced on this machine.
+
+A job that writes a set of tables holds an exclusive lock named after the set and the
+storage root for as long as it runs. A second writer fails at once with the holder's pid
+instead of corrupting the tables; the lock dies with its process, even on kill -9.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from lakehouse.config import Settings
+from lakehouse.paths import state_dir
+
+
+class WriterBusyError(Exception):
+    """Another process is writing these tables."""
+
+
+@contextmanager
+def exclusive_writer(settings: Settings, writer: str) -> Iterator[None]:
+    digest = hashlib.sha256(settings.storage.root.encode()).hexdigest()[:10]
+    path = state_dir() / "run" / "locks" / f"{writer}-{digest}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise WriterBusyError(
+                f"{writer} is already running for {settings.storage.root} (pid {holder}); "
+                "stop it first (or let it finish) - two writers would corrupt its tables"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
