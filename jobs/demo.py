@@ -1,78 +1,142 @@
-"""The end-to-end slice `make demo` runs: Kafka -> Spark Structured Streaming -> Delta.
+"""The main job end to end, as `make demo` runs it.
 
     python -m jobs.demo [--events N] [--seed S]
 
-1. creates the events topic (if needed) and produces N JSON events with kafka-python;
-2. runs a streaming query (trigger availableNow) from the topic into demo.events_raw;
-3. reads the table back in batch and prints the counts;
-4. says where to look: the table, the Airflow UI and where its password is.
-
-The speed, batch and replay layers replace this slice; it stays small on purpose.
+1. produces N click-stream events to the `events` topic, with the generator's default mix of
+   anomalies (malformed JSON, wrong types, missing fields, duplicates, late, far-future and
+   oversized records), and keeps a ledger of what it sent;
+2. runs the speed layer over the log until it has caught up (or, when the speed layer is
+   already running, e.g. started by Airflow, waits for it to catch up);
+3. prints what landed where, checks that every record is accounted for, and says where to look.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.config import ConfigError, Settings, get_settings
-from lakehouse.delta_io import (
-    append_stream_available_now,
-    read_kafka_stream,
-    read_table,
-    table_exists,
-)
-from lakehouse.generator import generate_events
-from lakehouse.kafka_io import KafkaUnavailableError, ensure_topic, produce_json
+from lakehouse.delta_io import table_exists
+from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.kafka_io import KafkaUnavailableError, ensure_topic
+from lakehouse.kafka_offsets import end_offsets
+from lakehouse.paths import state_dir
 from lakehouse.secrets import secrets_file
 from lakehouse.spark import SparkSetupError, get_spark
+from lakehouse.speed_batch import SpeedOutputs
 from lakehouse.storage import StorageError, ensure_bucket
-from lakehouse.tables import table
-from lakehouse.transforms.bronze import to_raw_records
+from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
-# Events are stamped from a fixed instant so a given seed always produces the same events.
-DEMO_START = datetime(2026, 1, 1, tzinfo=UTC)
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+OUT = SpeedOutputs.live()
 
 
-def run(settings: Settings, events: int, seed: int) -> dict[str, int]:
-    raw = table("demo.events_raw")
-    if settings.storage.on_s3:
-        ensure_bucket(settings)
-
-    topic = ensure_topic(settings)
-    print(
-        f"==> producing {events} events to Kafka topic {topic!r} "
-        f"at {settings.kafka.bootstrap_servers}",
-        flush=True,
+def produce_events(settings: Settings, count: int, seed: int) -> dict[str, object]:
+    # Event times span the last ~50 minutes, so windows close and some events arrive late.
+    anomalies: dict[str, Any] = dict(ANOMALY_PRESETS["default"])
+    cfg = GeneratorConfig(
+        count=count,
+        seed=seed,
+        start=datetime.now(UTC) - timedelta(hours=1),
+        rate=max(count / 3000, 0.1),
+        **anomalies,
     )
-    produced = produce_json(settings, generate_events(events, seed=seed, start=DEMO_START))
+    ledger = state_dir() / "ledgers" / f"demo-{datetime.now(UTC):%Y%m%dT%H%M%S}-seed{seed}.jsonl"
+    print(f"==> producing {count} events (seed {seed}) to {settings.kafka.topic!r}", flush=True)
+    return produce(settings, cfg, ledger)
 
-    print("==> starting Spark (first start takes ~10s)", flush=True)
-    spark = get_spark("demo", settings)
-    before = read_table(spark, raw, settings).count() if table_exists(spark, raw, settings) else 0
 
-    print(f"==> streaming the topic into {raw.name} (trigger availableNow)", flush=True)
-    started = time.monotonic()
-    query = append_stream_available_now(
-        read_kafka_stream(spark, settings).transform(to_raw_records), raw, "ingest", settings
-    )
-    query.awaitTermination()
-    took = time.monotonic() - started
+def catch_up(spark: SparkSession, settings: Settings) -> str:
+    """Run the speed layer until it has read the whole log; or wait for the running one."""
+    from jobs.speed_layer import start_query
 
-    rows = read_table(spark, raw, settings)
-    total = rows.count()
-    per_partition = {
-        r["partition"]: r["count"] for r in rows.groupBy("partition").count().collect()
+    try:
+        with exclusive_writer(settings, "speed_layer"):
+            print("==> running the speed layer until it has caught up", flush=True)
+            start_query(spark, settings, OUT, available_now=True).awaitTermination()
+            return "ran the speed layer (trigger availableNow)"
+    except WriterBusyError:
+        print("==> the speed layer is already running; waiting for it to catch up", flush=True)
+        wait_for_running_stream(spark, settings, timeout=600)
+        return "the running speed layer caught up"
+
+
+def wait_for_running_stream(spark: SparkSession, settings: Settings, timeout: float) -> None:
+    from pyspark.sql import functions as F
+
+    target = end_offsets(settings)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if table_exists(spark, OUT.progress, settings):
+            newest = (
+                spark.read.format("delta")
+                .load(OUT.progress.path(settings))
+                .orderBy(F.col("processed_at").desc())
+                .select("offsets")
+                .first()
+            )
+            done = dict(newest["offsets"] or {}) if newest else {}
+            if all(done.get(p, 0) >= end for p, end in target.items()):
+                return
+        time.sleep(3)
+    raise TimeoutError(f"the running speed layer did not catch up within {timeout:.0f}s")
+
+
+def report(spark: SparkSession, settings: Settings) -> dict[str, int]:
+    from pyspark.sql import functions as F
+
+    def rows(name: str) -> int:
+        return spark.read.format("delta").load(getattr(OUT, name).path(settings)).count()
+
+    progress = spark.read.format("delta").load(OUT.progress.path(settings))
+    totals = progress.agg(*(F.sum(c).alias(c) for c in ("input_rows", "duplicates"))).first()
+    assert totals is not None
+    counts = {
+        "consumed": int(totals["input_rows"] or 0),
+        "silver": rows("silver"),
+        "quarantined": rows("quarantine"),
+        "duplicates": int(totals["duplicates"] or 0),
+        "late": rows("late"),
     }
-    counts = {"produced": produced, "ingested_now": total - before, "table_rows": total}
-    print(f"==> streamed {total - before} new records in {took:.1f}s")
-    print(f"    {raw.name}: {total} rows at {raw.path(settings)}")
+    balanced = counts["consumed"] == counts["silver"] + counts["quarantined"] + counts["duplicates"]
+    print("\n==> accounting over the whole log")
     print(
-        "    rows per Kafka partition: "
-        + ", ".join(f"{p}={n}" for p, n in sorted(per_partition.items()))
+        f"    consumed {counts['consumed']} = silver {counts['silver']} + quarantined "
+        f"{counts['quarantined']} + duplicates {counts['duplicates']}   "
+        f"[{'balanced' if balanced else 'NOT BALANCED'}]"
     )
+    print(f"    late events set aside: {counts['late']}")
+    print("    quarantine reasons:")
+    for r in (
+        spark.read.format("delta")
+        .load(OUT.quarantine.path(settings))
+        .groupBy("reason")
+        .count()
+        .orderBy(F.desc("count"))
+        .limit(8)
+        .collect()
+    ):
+        print(f"      {r['count']:6}  {r['reason']}")
+    print("    newest 1-minute windows (speed.event_counts_1m):")
+    for r in (
+        spark.read.format("delta")
+        .load(OUT.counts.path(settings))
+        .orderBy(F.desc("window_start"), "event_type")
+        .limit(6)
+        .collect()
+    ):
+        print(
+            f"      {r['window_start']:%Y-%m-%d %H:%M}  {r['event_type']:12} "
+            f"{r['events']:5} events  {r['amount_sum']:>10} amount"
+        )
+    if not balanced:
+        raise AssertionError("the accounting does not balance: a record was lost")
     return counts
 
 
@@ -82,7 +146,8 @@ def print_where_to_look(settings: Settings) -> None:
         f"  Airflow UI   {settings.airflow.url}  (user {settings.airflow.admin_user}, "
         f"password: AIRFLOW_ADMIN_PASSWORD in {secrets_file()})"
     )
-    print(f"  Lakehouse    {settings.storage.root}")
+    print(f"  Lakehouse    {settings.storage.root}  (bronze/, silver/, speed/, ops/)")
+    print(f"  Ledgers      {state_dir() / 'ledgers'}")
     print("  Services     make status    (logs are listed there)")
     print("  Stop all     make down")
 
@@ -94,14 +159,34 @@ def main(argv: list[str]) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--events", type=int, default=5000, help="how many events to produce")
-    parser.add_argument("--seed", type=int, default=7, help="random seed of the generator")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="generator seed (default: a new one, so reruns add new events)",
+    )
     args = parser.parse_args(argv)
-    if not 1 <= args.events <= 10_000_000:
-        parser.error("--events must be between 1 and 10000000")
+    if not 1 <= args.events <= 1_000_000:
+        parser.error("--events must be between 1 and 1000000")
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
     try:
         settings = get_settings()
-        run(settings, args.events, args.seed)
-    except (ConfigError, KafkaUnavailableError, SparkSetupError, StorageError) as err:
+        if settings.storage.on_s3:
+            ensure_bucket(settings)
+        ensure_topic(settings)
+        produce_events(settings, args.events, seed)
+        print("==> starting Spark", flush=True)
+        spark = get_spark("demo", settings)
+        print(f"    {catch_up(spark, settings)}")
+        report(spark, settings)
+    except (
+        ConfigError,
+        KafkaUnavailableError,
+        SparkSetupError,
+        StorageError,
+        ValueError,
+        TimeoutError,
+    ) as err:
         print(f"demo failed: {err}", file=sys.stderr)
         return 1
     print_where_to_look(settings)

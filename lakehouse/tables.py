@@ -83,11 +83,6 @@ TABLES: dict[str, Table] = {
             SPEED,
             "One row per micro-batch: counts, watermark, duration, Kafka lag, freshness",
         ),
-        Table(
-            "demo.events_raw",
-            "demo",
-            "The demo slice's copy of the Kafka records (jobs/demo.py)",
-        ),
     )
 }
 

@@ -1,0 +1,143 @@
+"""Keeps the speed layer (jobs/speed_layer.py) running and healthy; start/stop/restart it."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+# Airflow imports DAG files under mangled module names; give the log a readable one.
+log = logging.getLogger("tributary.dags.speed_layer")
+
+# lakehouse.supervisor.ACTIONS; not imported, as DAG files import lakehouse only in tasks.
+ACTIONS = ["ensure", "start", "stop", "restart"]
+
+DOC = """
+### Speed layer supervisor
+
+The speed layer is one long-running Spark Structured Streaming application
+(`python -m jobs.speed_layer`: Kafka `events` → bronze, silver and the speed views). It runs
+as a **detached process** with a pid file (`<state>/run/speed_layer.pid`, log in
+`<state>/run/logs/speed_layer.log`), not inside an Airflow task: every run of this DAG takes
+seconds to a few minutes, and no worker slot is held for the life of the stream.
+
+Every 5 minutes (one run at a time) this DAG:
+
+1. **supervise**: starts the stream if it is not running (action `ensure`).
+2. **check_health**: reads the newest rows of `ops.speed_progress` and Kafka's end offsets.
+   After a start it first waits (a few minutes at most) for the first micro-batch.
+   - *stale*: no micro-batch for `speed.stale_after_seconds` while records wait in Kafka →
+     the stream is **restarted** and the task fails saying so.
+   - *lagging*: Kafka lag grew over the last several batches → the task fails (the stream
+     is slower than the producers: give Spark more cores or raise `max_offsets_per_trigger`).
+   - *slow*: freshness over `speed.freshness_slo_seconds` while records wait → the task fails.
+   - *healthy*: one log line with the newest batch, its rate, lag and freshness.
+
+**Start, stop or restart by hand**: *Trigger DAG* (the DAG must be unpaused for any run
+to execute) and choose the `action` parameter:
+
+| action | what it does |
+|---|---|
+| `ensure` | start the stream if it is not running, then check its health (the schedule's default) |
+| `start` | start the stream (fails if it is already running), then check its health |
+| `stop` | stop gracefully: the current micro-batch finishes; killed after 2 minutes |
+| `restart` | stop, start again, then check its health |
+
+A `stop` is sticky: until a run with `start` or `restart`, the scheduled `ensure` runs leave
+the stream stopped (they log why and skip the health check).
+"""
+
+
+@dag(
+    dag_id="speed_layer",
+    schedule=timedelta(minutes=5),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    tags=["tributary", "speed"],
+    description="Keeps the speed layer stream running and healthy; start/stop/restart it",
+    doc_md=DOC,
+    params={
+        "action": Param(
+            "ensure",
+            type="string",
+            enum=ACTIONS,
+            title="Action",
+            description=(
+                "ensure: start the stream if it is not running (default); start; "
+                "stop: graceful, after the current micro-batch; restart"
+            ),
+            values_display={
+                "ensure": "ensure: keep it running",
+                "start": "start",
+                "stop": "stop (graceful)",
+                "restart": "restart",
+            },
+        )
+    },
+)
+def speed_layer() -> None:
+    # Seconds to minutes, never the stream's lifetime: the stream runs outside Airflow.
+    @task(execution_timeout=timedelta(minutes=5))
+    def supervise() -> dict[str, Any]:
+        from lakehouse.config import get_settings
+        from lakehouse.supervisor import SpeedLayerSupervisor, SupervisorError
+
+        action = get_current_context()["params"]["action"]
+        try:
+            done = SpeedLayerSupervisor(get_settings()).apply(action)
+        except SupervisorError as err:
+            raise AirflowFailException(str(err)) from None
+        log.info("%s", done["outcome"])
+        return done
+
+    @task(execution_timeout=timedelta(minutes=10))
+    def check_health(done: dict[str, Any]) -> dict[str, Any]:
+        from lakehouse.config import get_settings
+        from lakehouse.supervisor import (
+            FIRST_BATCH_TIMEOUT_SECONDS,
+            SpeedLayerSupervisor,
+            SupervisorError,
+        )
+
+        if not done["running"]:
+            raise AirflowSkipException(f"nothing to check: {done['outcome']}")
+        # kafka-python narrates every connection at INFO; keep the verdict line readable.
+        logging.getLogger("kafka").setLevel(logging.WARNING)
+        supervisor = SpeedLayerSupervisor(get_settings())
+        try:
+            health = supervisor.assess()
+        except SupervisorError as err:
+            raise AirflowFailException(str(err)) from None
+        if health.status == "stale":
+            after = supervisor.restart()
+            raise AirflowFailException(
+                f"{health.message}. Restarted the speed layer (new pid {after.pid}); "
+                f"see {after.log_file} if it happens again"
+            )
+        if health.status in ("lagging", "slow"):
+            raise AirflowFailException(health.message)
+        if health.status == "starting" and health.records_waiting:
+            raise AirflowFailException(
+                f"{health.message}: no micro-batch committed within "
+                f"{FIRST_BATCH_TIMEOUT_SECONDS:.0f} s of the start; "
+                f"see {supervisor.status().log_file}"
+            )
+        log.info("%s", health.message)
+        at = health.last_batch_at
+        return {
+            "status": health.status,
+            "message": health.message,
+            "batch_id": health.batch_id,
+            "last_batch_at": at.isoformat() if at else None,
+            "records_waiting": health.records_waiting,
+        }
+
+    # TaskFlow passes the XCom at run time; mypy sees the XComArg placeholder.
+    check_health(supervise())  # type: ignore[arg-type]
+
+
+speed_layer()
