@@ -23,7 +23,7 @@ from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.delta_io import read_kafka_stream
 from lakehouse.kafka_io import KafkaUnavailableError, ensure_topic
 from lakehouse.kafka_offsets import end_offsets
-from lakehouse.paths import state_dir
+from lakehouse.paths import speed_layer_stop_file
 from lakehouse.spark import SparkSetupError, get_spark
 from lakehouse.speed_batch import MicroBatchProcessor, SpeedOutputs
 from lakehouse.storage import StorageError, ensure_bucket
@@ -34,10 +34,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 QUERY_NAME = "speed_layer"
-
-
-def default_stop_file() -> Path:
-    return state_dir() / "run" / "speed_layer.stop"
 
 
 def start_query(
@@ -119,7 +115,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         settings = get_settings()
-        stop = StopRequest(args.stop_file or default_stop_file())
+        stop = StopRequest(args.stop_file or speed_layer_stop_file())
         stop.stop_file.unlink(missing_ok=True)  # a stale request must not stop the new run
         if settings.storage.on_s3:
             ensure_bucket(settings)

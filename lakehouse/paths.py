@@ -26,6 +26,12 @@ def state_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(env.get(STATE_ENV) or cache_dir(env) / "state").expanduser()
 
 
+def speed_layer_stop_file(env: Mapping[str, str] | None = None) -> Path:
+    """Created to ask a running speed layer to stop after its current micro-batch. The job
+    watches it by default; the supervisor creates it (and must not import the job: pyspark)."""
+    return state_dir(env) / "run" / "speed_layer.stop"
+
+
 def fingerprint(*files: Path, extra: str = "") -> str:
     """A short content hash: cache folders are named by the files that define them."""
     digest = hashlib.sha256(extra.encode())

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from infra.services.process import Proc
 from lakehouse.config import Settings
-from lakehouse.paths import REPO_ROOT, state_dir
+from lakehouse.paths import REPO_ROOT, speed_layer_stop_file, state_dir
 
 if TYPE_CHECKING:
     from lakehouse.progress import Health
@@ -70,9 +70,8 @@ class SpeedLayerSupervisor:
         self.settings = settings
         self.run_dir = run_dir or state_dir() / "run"
         self.proc = Proc("speed_layer", self.run_dir)
-        # The job's own default (jobs.speed_layer.default_stop_file), without importing the
-        # job module and with it pyspark.
-        self.stop_file = self.run_dir / "speed_layer.stop"
+        # The one the job watches: it is started without --stop-file.
+        self.stop_file = speed_layer_stop_file()
         self.hold_file = self.run_dir / "speed_layer.held"
 
     def status(self) -> StreamStatus:

@@ -1,0 +1,170 @@
+"""The running Airflow's REST API (v2), as the integration tests drive it: log in, wait for a
+DAG to be parsed, pause or unpause it, trigger a run and poll it to a final state, read task
+logs. The `api` fixture (tests/integration/conftest.py) gives a logged-in client."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import requests
+
+from lakehouse.config import Settings
+
+HTTP_TIMEOUT = 30
+PARSE_TIMEOUT = 120  # the dag-processor rescans the folder every 15 s
+POLL_SECONDS = 3
+FINAL_STATES = ("success", "failed")
+
+
+def request_token(url: str, username: str, password: str) -> requests.Response:
+    """The login call itself, whatever its outcome (a test checks that it can fail)."""
+    return requests.post(
+        f"{url}/auth/token", json={"username": username, "password": password}, timeout=HTTP_TIMEOUT
+    )
+
+
+class Api:
+    """The REST API v2, logged in with a bearer token."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.base = f"{url}/api/v2"
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {token}"
+
+    def call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        return self.session.request(method, self.base + path, timeout=HTTP_TIMEOUT, **kwargs)
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def login(url: str, settings: Settings) -> Api:
+    """A client logged in as the admin user from the settings."""
+    airflow = settings.airflow
+    assert airflow.admin_password is not None, "no Airflow admin password: run `make setup`"
+    reply = request_token(url, airflow.admin_user, airflow.admin_password.get_secret_value())
+    assert reply.status_code == 201, f"login failed: {reply.status_code} {reply.text}"
+    return Api(url, reply.json()["access_token"])
+
+
+def expect_json(reply: requests.Response, *expected: int) -> Any:
+    """The reply's JSON body, after asserting its status is one of `expected`."""
+    assert reply.status_code in expected, (
+        f"{reply.request.method} {reply.url}: {reply.status_code} {reply.text[:2000]}"
+    )
+    return reply.json()
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str, interval: float = 1) -> None:
+    """Poll `check` until it is true; fail after `timeout` seconds, saying what was awaited."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(interval)
+
+
+def wait_parsed(api: Api, dag_id: str, timeout: float = PARSE_TIMEOUT) -> dict[str, Any]:
+    """The DAG as the API sees it, once the dag-processor has parsed the file; fails at once,
+    with the stack trace, if the file does not import."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = api.call("GET", f"/dags/{dag_id}")
+        if reply.status_code == 200 and not reply.json()["is_stale"]:
+            dag: dict[str, Any] = reply.json()
+            break
+        if reply.status_code != 404:
+            expect_json(reply, 200)
+        errors = [
+            e
+            for e in expect_json(api.call("GET", "/importErrors"), 200)["import_errors"]
+            if dag_id in e["filename"]
+        ]
+        assert not errors, f"{dag_id} does not import:\n{errors[0].get('stack_trace', errors[0])}"
+        assert time.monotonic() < deadline, f"{dag_id} not parsed after {timeout:.0f} s"
+        time.sleep(POLL_SECONDS)
+    assert not dag["has_import_errors"], f"{dag_id} has import errors"
+    return dag
+
+
+@contextlib.contextmanager
+def unpaused(api: Api, dag_id: str) -> Iterator[None]:
+    """The DAG unpaused (DAGs are created paused), then put back as it was."""
+    was_paused = expect_json(api.call("GET", f"/dags/{dag_id}"), 200)["is_paused"]
+    dag = expect_json(api.call("PATCH", f"/dags/{dag_id}", json={"is_paused": False}), 200)
+    assert dag["is_paused"] is False
+    try:
+        yield
+    finally:
+        expect_json(api.call("PATCH", f"/dags/{dag_id}", json={"is_paused": was_paused}), 200)
+
+
+def new_run_id() -> str:
+    return f"test_{uuid.uuid4().hex[:12]}"
+
+
+def trigger_run(api: Api, dag_id: str, conf: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Trigger a manual run (with `conf`, if given); the new run as the API returns it."""
+    run_id = new_run_id()
+    body: dict[str, Any] = {"dag_run_id": run_id, "logical_date": None}
+    if conf is not None:
+        body["conf"] = conf
+    run: dict[str, Any] = expect_json(api.call("POST", f"/dags/{dag_id}/dagRuns", json=body), 200)
+    assert run["dag_run_id"] == run_id
+    if conf is not None:
+        assert run["conf"] == conf
+    return run
+
+
+def wait_for_run(
+    api: Api, dag_id: str, run_id: str, timeout: float
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Poll the run until it succeeds or fails, for `timeout` seconds at most; the run as last
+    seen (its state may still be unfinished) and its task instances."""
+    path = f"/dags/{dag_id}/dagRuns/{run_id}"
+    deadline = time.monotonic() + timeout
+    run: dict[str, Any] = expect_json(api.call("GET", path), 200)
+    while run["state"] not in FINAL_STATES and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+        run = expect_json(api.call("GET", path), 200)
+    tis = expect_json(api.call("GET", f"{path}/taskInstances"), 200)["task_instances"]
+    return run, tis
+
+
+def task_states(tis: list[dict[str, Any]]) -> dict[str, str]:
+    return {ti["task_id"]: ti["state"] for ti in tis}
+
+
+def task_log(api: Api, dag_id: str, run_id: str, ti: dict[str, Any]) -> str:
+    """The text of a task instance's latest try, or why there is none."""
+    if not ti["try_number"]:
+        return "(never ran)"
+    reply = api.call(
+        "GET",
+        f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{ti['task_id']}/logs/{ti['try_number']}",
+        headers={"Accept": "application/json"},
+    )
+    if reply.status_code != 200:
+        return f"(log unavailable: {reply.status_code} {reply.text[:500]})"
+    # Entries are structured events ({"event": ..., ...}) or plain lines when unparseable.
+    return "\n".join(
+        e if isinstance(e, str) else str(e.get("event", e)) for e in reply.json()["content"]
+    )
+
+
+def task_logs(api: Api, dag_id: str, run_id: str, tis: list[dict[str, Any]]) -> dict[str, str]:
+    return {ti["task_id"]: task_log(api, dag_id, run_id, ti) for ti in tis}
+
+
+def tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def tasks_report(tis: list[dict[str, Any]], logs: Mapping[str, str], lines: int = 25) -> str:
+    """Each task's state and the tail of its log, for a failure message."""
+    return "\n".join(
+        f"--- {ti['task_id']} ({ti['state']}):\n{tail(logs[ti['task_id']], lines)}" for ti in tis
+    )
