@@ -96,18 +96,16 @@ def merge_once(
     """
     from delta.tables import DeltaTable
 
-    spark = source.sparkSession
-    if not table_exists(spark, table, settings):
+    if not table_exists(source.sparkSession, table, settings):
         append_once(source, table, settings, app_id, version)
         return
-    spark.conf.set(TXN_APP_ID, app_id)
-    spark.conf.set(TXN_VERSION, str(version))
-    try:
-        target = DeltaTable.forPath(spark, table.path(settings)).alias("t")
-        build_merge(target.merge(source.alias("s"), on)).execute()
-    finally:
-        spark.conf.unset(TXN_APP_ID)
-        spark.conf.unset(TXN_VERSION)
+    # The transaction id of a MERGE can only be given as session settings; a session of its
+    # own keeps them from leaking into writes that other threads run at the same time.
+    session = source.sparkSession.newSession()
+    session.conf.set(TXN_APP_ID, app_id)
+    session.conf.set(TXN_VERSION, str(version))
+    target = DeltaTable.forPath(session, table.path(settings)).alias("t")
+    build_merge(target.merge(source.alias("s"), on)).execute()
 
 
 def table_version(spark: SparkSession, table: Table, settings: Settings) -> int | None:

@@ -149,10 +149,6 @@ class MicroBatchProcessor:
         raw = batch.transform(to_raw_records).persist()
         checked = raw.transform(parse_events).transform(validate_events, self.rules).persist()
         try:
-            with steps("bronze"):
-                append_once(raw, out.raw, settings, app, batch_id)
-            with steps("quarantine"):
-                append_once(quarantined_records(checked), out.quarantine, settings, app, batch_id)
             with steps("dedup"):
                 new = self.new_events(spark, accepted_events(checked), pinned).persist()
             wm = pinned.watermark_micros
@@ -160,20 +156,27 @@ class MicroBatchProcessor:
                 "arrived_late",
                 F.lit(False) if wm is None else F.col("event_time") < watermark_column(wm),
             )
-            with steps("silver"):
-                append_once(flagged, out.silver, settings, app, batch_id)
             late = late_events(new, wm).withColumn(
                 "watermark", F.lit(None).cast("timestamp") if wm is None else watermark_column(wm)
             )
-            with steps("late"):
-                append_once(late, out.late, settings, app, batch_id)
             on_time = on_time_events(new, wm)
-            with steps("counts"):
-                self.merge_counts(on_time, app, batch_id)
-            with steps("active_users"):
-                self.merge_active_users(on_time, app, batch_id)
-            with steps("sessions"):
-                self.merge_sessions(spark, on_time, wm, app, batch_id)
+            writes: dict[str, Callable[[], None]] = {
+                "bronze": lambda: append_once(raw, out.raw, settings, app, batch_id),
+                "quarantine": lambda: append_once(
+                    quarantined_records(checked), out.quarantine, settings, app, batch_id
+                ),
+                "silver": lambda: append_once(flagged, out.silver, settings, app, batch_id),
+                "late": lambda: append_once(late, out.late, settings, app, batch_id),
+                "counts": lambda: self.merge_counts(on_time, app, batch_id),
+                "active_users": lambda: self.merge_active_users(on_time, app, batch_id),
+                "sessions": lambda: self.merge_sessions(spark, on_time, wm, app, batch_id),
+            }
+            # One after the other: on two cores, running them side by side was measured no
+            # faster (each small Delta commit is CPU-bound planning and log replay).
+            for name, write in writes.items():
+                with steps(name):
+                    write()
+            # Written last: its row is what the next batch (or a replay of this one) pins.
             with steps("progress"):
                 progress = self.progress_row(
                     spark, checked, new, pinned, batch_id, app, started, steps.seconds
@@ -391,7 +394,7 @@ class MicroBatchProcessor:
             return None
         try:
             ends = self.end_offsets()
-        except Exception:
+        except Exception:  # lag is reporting only; the batch's data is already committed
             return None
         return {p: max(0, end - offsets.get(p, 0)) for p, end in sorted(ends.items())}
 
