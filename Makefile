@@ -7,7 +7,7 @@ SHELL := /bin/bash
 PY      := .venv/bin/python
 RECORD  := .state/started-by-test
 
-.PHONY: help setup up down status demo test test-unit compose-env lint typecheck lock
+.PHONY: help setup up down status demo generate speed test test-unit compose-env lint typecheck lock
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -26,6 +26,12 @@ status:  ## report the services: running, healthy, address, log file
 
 demo: up  ## run the main job end to end and say where to look
 	@$(PY) -m jobs.demo
+
+generate: setup  ## send events with anomalies to Kafka: make generate ARGS="--count 10000 --realtime --rate 500"
+	@$(PY) -m jobs.generate $(ARGS)
+
+speed: setup  ## run the speed layer in the foreground until Ctrl-C (Airflow's speed_layer DAG runs it detached)
+	@$(PY) -m jobs.speed_layer $(ARGS)
 
 test: setup  ## run every test against real services, starting (and then stopping) what is needed
 	@mkdir -p .state && rm -f $(RECORD)

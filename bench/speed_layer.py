@@ -1,0 +1,231 @@
+"""Speed-layer throughput and freshness, against the same Spark's raw read rate of the topic.
+
+    .venv/bin/python -m bench.speed_layer [--events 1000000] [--storage local minio]
+                                          [--sustain-rate 500] [--sustain-seconds 120]
+
+Steps, all in one process and one SparkSession so the ratios compare like with like:
+1. load: write --events JSON events into a fresh topic with Spark's Kafka writer (kafka-python
+   tops out near 10k events/s, too slow to find the speed layer's limit);
+2. baseline: read the whole topic with Structured Streaming (availableNow) and only count it;
+3. catch-up: run the speed layer (availableNow) over the same topic, once per storage, with
+   fresh tables: the highest rate it can sustain is at most this throughput;
+4. sustained: produce at --sustain-rate events/s in real time for --sustain-seconds while the
+   speed layer runs continuously (local disk), and report freshness p50/p99 and the lag trend
+   from ops.speed_progress.
+Results are printed and written to bench/results/speed_layer-<timestamp>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from lakehouse.config import Settings, load_settings
+from lakehouse.kafka_io import ensure_topic
+from lakehouse.spark import get_spark
+from lakehouse.speed_batch import SpeedOutputs
+
+RESULTS = Path(__file__).parent / "results"
+OUT = SpeedOutputs.live()
+
+
+def bench_settings(storage: str, topic: str, run: str, **speed: Any) -> Settings:
+    import os
+
+    root = f"s3a://tributary/bench/{run}" if storage == "minio" else f"/tmp/tributary-bench/{run}"
+    env = {
+        **os.environ,
+        "TRIBUTARY__KAFKA__TOPIC": topic,
+        "TRIBUTARY__STORAGE__ROOT": f"{root}/lakehouse",
+        "TRIBUTARY__STORAGE__CHECKPOINTS": f"{root}/checkpoints",
+    }
+    env.update({f"TRIBUTARY__SPEED__{k.upper()}": str(v) for k, v in speed.items()})
+    env.pop("TRIBUTARY_PROFILE", None)
+    return load_settings(storage, env)
+
+
+def load_topic(spark: Any, settings: Settings, events: int) -> float:
+    """Write `events` JSON events spread over the last hour; returns events/s."""
+    from pyspark.sql import functions as F
+
+    ensure_topic(settings)
+    start = datetime.now(UTC) - timedelta(hours=1)
+    step_ms = 3_600_000 / events
+    pages = F.array(*(F.lit(p) for p in ("/", "/search", "/product", "/cart", "/checkout")))
+    df = (
+        spark.range(events, numPartitions=4)
+        .select(
+            F.concat(F.lit("u"), (F.col("id") * 7919 % 5000).cast("string")).alias("user_id"),
+            F.expr("uuid()").alias("event_id"),
+            # 5% purchases, 10% add_to_cart, the rest split between page views and clicks.
+            F.when(F.col("id") % 20 == 19, "purchase")
+            .when(F.col("id") % 20 >= 17, "add_to_cart")
+            .when(F.col("id") % 2 == 0, "page_view")
+            .otherwise("click")
+            .alias("event_type"),
+            F.element_at(pages, (F.col("id") % 5 + 1).cast("int")).alias("page"),
+            F.timestamp_micros(
+                F.lit(int(start.timestamp() * 1e6)) + (F.col("id") * step_ms * 1000).cast("long")
+            ).alias("t"),
+        )
+        .select(
+            F.col("user_id").alias("key"),
+            F.to_json(
+                F.struct(
+                    "event_id",
+                    "event_type",
+                    "user_id",
+                    "page",
+                    F.when(F.col("event_type") == "purchase", F.lit(19.99)).alias("amount"),
+                    F.date_format("t", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("event_time"),
+                )
+            ).alias("value"),
+        )
+    )
+    began = time.monotonic()
+    (
+        df.write.format("kafka")
+        .option("kafka.bootstrap.servers", settings.kafka.bootstrap_servers)
+        .option("topic", settings.kafka.topic)
+        .save()
+    )
+    return events / (time.monotonic() - began)
+
+
+def raw_read_rate(spark: Any, settings: Settings, run: str) -> float:
+    from lakehouse.delta_io import read_kafka_stream
+
+    counted = [0]
+
+    def count(batch: Any, batch_id: int) -> None:
+        counted[0] += batch.count()
+
+    began = time.monotonic()
+    (
+        read_kafka_stream(
+            spark, settings, max_offsets_per_trigger=settings.speed.max_offsets_per_trigger
+        )
+        .writeStream.foreachBatch(count)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", f"/tmp/tributary-bench/{run}/raw-read-checkpoint")
+        .start()
+        .awaitTermination()
+    )
+    return counted[0] / (time.monotonic() - began)
+
+
+def speed_catch_up(spark: Any, settings: Settings) -> dict[str, Any]:
+    from jobs.speed_layer import start_query
+
+    began = time.monotonic()
+    start_query(spark, settings, OUT, available_now=True).awaitTermination()
+    seconds = time.monotonic() - began
+    progress = spark.read.format("delta").load(OUT.progress.path(settings)).toPandas()
+    consumed = int(progress["input_rows"].sum())
+    return {
+        "events": consumed,
+        "seconds": round(seconds, 1),
+        "events_per_second": round(consumed / seconds),
+        "batches": len(progress),
+        "median_batch_seconds": round(float(progress["duration_seconds"].median()), 2),
+    }
+
+
+def sustained(spark: Any, settings: Settings, rate: float, seconds: float) -> dict[str, Any]:
+    """Produce at `rate` events/s while the stream runs; freshness and lag from progress."""
+    from jobs.speed_layer import start_query
+    from lakehouse.generator import GeneratorConfig, produce
+
+    ensure_topic(settings)
+    query = start_query(spark, settings, OUT, available_now=False)
+    cfg = GeneratorConfig(count=int(rate * seconds), seed=11, start=datetime.now(UTC), rate=rate)
+    ledger = Path(f"/tmp/tributary-bench/sustained-{uuid.uuid4().hex[:6]}.jsonl")
+    producer = threading.Thread(
+        target=produce,
+        args=(settings, cfg, ledger),
+        kwargs={"realtime": True, "progress_every": 30.0},
+    )
+    producer.start()
+    producer.join()
+    time.sleep(30)  # let the stream drain what the last seconds produced
+    query.stop()
+    progress = spark.read.format("delta").load(OUT.progress.path(settings)).toPandas()
+    progress = progress.sort_values("batch_id")
+    active = progress[progress["input_rows"] > 0]
+    lags = active["total_lag"].dropna().tolist()
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "batches": len(active),
+        "freshness_p50_seconds": round(float(active["freshness_seconds"].quantile(0.5)), 1),
+        "freshness_p99_seconds": round(float(active["freshness_seconds"].quantile(0.99)), 1),
+        "median_batch_seconds": round(float(active["duration_seconds"].median()), 2),
+        "lag_first_half_mean": round(sum(lags[: len(lags) // 2]) / max(1, len(lags) // 2)),
+        "lag_second_half_mean": round(
+            sum(lags[len(lags) // 2 :]) / max(1, len(lags) - len(lags) // 2)
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.speed_layer",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument(
+        "--storage", nargs="+", default=["local", "minio"], choices=["local", "minio"]
+    )
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
+    parser.add_argument("--sustain-rate", type=float, default=500.0)
+    parser.add_argument("--sustain-seconds", type=float, default=120.0)
+    args = parser.parse_args()
+
+    run = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    topic = f"bench-{run.lower()}"
+    base = bench_settings("local", topic, run, max_offsets_per_trigger=args.max_offsets_per_trigger)
+    spark = get_spark("bench", bench_settings("minio", topic, run))
+    results: dict[str, Any] = {"run": run, "events": args.events, "machine": "2 cores, 24 GiB"}
+
+    print(f"==> loading {args.events} events into {topic} with Spark's Kafka writer", flush=True)
+    results["load_events_per_second"] = round(load_topic(spark, base, args.events))
+    print("==> baseline: Kafka -> count, no sinks", flush=True)
+    results["raw_read_events_per_second"] = round(raw_read_rate(spark, base, run))
+    for storage in args.storage:
+        print(f"==> speed layer catch-up on {storage}", flush=True)
+        settings = bench_settings(
+            storage, topic, f"{run}-{storage}", max_offsets_per_trigger=args.max_offsets_per_trigger
+        )
+        got = speed_catch_up(spark, settings)
+        got["ratio_to_raw_read"] = round(
+            got["events_per_second"] / results["raw_read_events_per_second"], 3
+        )
+        results[f"catch_up_{storage}"] = got
+        print(f"    {got}", flush=True)
+    if args.sustain_seconds > 0:
+        print(
+            f"==> sustained {args.sustain_rate}/s for {args.sustain_seconds}s (local disk)",
+            flush=True,
+        )
+        settings = bench_settings(
+            "local", f"{topic}-live", f"{run}-live", trigger_interval_seconds=1
+        )
+        results["sustained_local"] = sustained(
+            spark, settings, args.sustain_rate, args.sustain_seconds
+        )
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"speed_layer-{run}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()
