@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse.config import Settings, get_settings
-from lakehouse.paths import spark_jars_dir
+from lakehouse.paths import REPO_ROOT, spark_jars_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+LOG4J_CONFIG = REPO_ROOT / "infra" / "spark" / "log4j2.properties"
 
 
 class SparkSetupError(Exception):
@@ -37,6 +40,7 @@ def spark_conf(settings: Settings, jars_dir: Path | None = None) -> dict[str, st
         # Delta reads its log with this many tasks; the default 50 is for clusters.
         "spark.databricks.delta.snapshotPartitions": str(settings.spark.shuffle_partitions),
         "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}",
     }
     if settings.spark.master.startswith("local"):
         # Nothing outside this machine needs to reach a local driver: keep it on loopback.

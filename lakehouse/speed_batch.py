@@ -150,7 +150,9 @@ class MicroBatchProcessor:
         checked = raw.transform(parse_events).transform(validate_events, self.rules).persist()
         try:
             with steps("dedup"):
-                new = self.new_events(spark, accepted_events(checked), pinned).persist()
+                # Checkpointed, not cached: `new` reads silver, and appending to silver below
+                # would invalidate a cache of it and recompute the dedup for every later use.
+                new = self.new_events(spark, accepted_events(checked), pinned).localCheckpoint()
             wm = pinned.watermark_micros
             flagged = new.withColumn(
                 "arrived_late",
@@ -309,6 +311,8 @@ class MicroBatchProcessor:
 
         if not table_exists(spark, sessions_table, self.settings):
             source = merged  # the first write creates the table from the sessions alone
+        # MERGE reads its source more than once; this one reads the target table itself.
+        source = source.localCheckpoint()
         merge_once(
             source,
             sessions_table,
