@@ -125,3 +125,20 @@ def read_table_at(
     if version is None:
         return None
     return spark.read.format("delta").option("versionAsOf", version).load(table.path(settings))
+
+
+def delta_rs_location(settings: Settings, path: str) -> tuple[str, dict[str, str] | None]:
+    """The URI and storage options delta-rs needs for a table path from the registry."""
+    if not path.startswith("s3a://"):
+        return path.removeprefix("file://"), None
+    s3 = settings.s3
+    if s3.access_key is None or s3.secret_key is None:
+        raise ValueError("no S3 credentials: run `make setup` to generate them")
+    options = {
+        "AWS_ENDPOINT_URL": s3.endpoint,
+        "AWS_ACCESS_KEY_ID": s3.access_key.get_secret_value(),
+        "AWS_SECRET_ACCESS_KEY": s3.secret_key.get_secret_value(),
+        "AWS_REGION": s3.region,
+        "AWS_ALLOW_HTTP": "true",
+    }
+    return "s3://" + path.removeprefix("s3a://"), options

@@ -14,6 +14,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from lakehouse.config import Settings
+from lakehouse.delta_io import delta_rs_location
 from lakehouse.tables import table
 
 PROGRESS = table("ops.speed_progress")
@@ -33,23 +34,6 @@ class Health:
     records_waiting: int = 0  # in Kafka beyond the newest batch's offsets
     batch_id: int | None = None  # the newest batch's
     last_batch_at: datetime | None = None  # when the newest batch was committed
-
-
-def delta_rs_location(settings: Settings, path: str) -> tuple[str, dict[str, str] | None]:
-    """The URI and storage options delta-rs needs for a table path from the registry."""
-    if not path.startswith("s3a://"):
-        return path.removeprefix("file://"), None
-    s3 = settings.s3
-    if s3.access_key is None or s3.secret_key is None:
-        raise ValueError("no S3 credentials: run `make setup` to generate them")
-    options = {
-        "AWS_ENDPOINT_URL": s3.endpoint,
-        "AWS_ACCESS_KEY_ID": s3.access_key.get_secret_value(),
-        "AWS_SECRET_ACCESS_KEY": s3.secret_key.get_secret_value(),
-        "AWS_REGION": s3.region,
-        "AWS_ALLOW_HTTP": "true",
-    }
-    return "s3://" + path.removeprefix("s3a://"), options
 
 
 def latest_progress(settings: Settings, n: int = 10) -> list[dict[str, Any]]:

@@ -57,38 +57,32 @@ def local_settings(tmp_path: Path) -> Settings:
     )
 
 
+def require(reachable: bool, service: str, where: str) -> str:
+    if not reachable:
+        pytest.fail(
+            f"{service} is not reachable at {where}: start it with `make up` "
+            "(`make test` starts it for you)"
+        )
+    return where
+
+
 @pytest.fixture(scope="session")
 def kafka_up(minio_settings: Settings) -> str:
     servers = minio_settings.kafka.bootstrap_servers
     host, _, port = servers.split(",")[0].rpartition(":")
-    if not port_open(host, int(port)):
-        pytest.fail(
-            f"Kafka is not reachable at {servers}: start it with `make up` "
-            "(`make test` starts it for you)"
-        )
-    return servers
+    return require(port_open(host, int(port)), "Kafka", servers)
 
 
 @pytest.fixture(scope="session")
 def minio_up(minio_settings: Settings) -> str:
     endpoint = minio_settings.s3.endpoint
-    if not http_ok(f"{endpoint}/minio/health/live"):
-        pytest.fail(
-            f"MinIO is not reachable at {endpoint}: start it with `make up` "
-            "(`make test` starts it for you)"
-        )
-    return endpoint
+    return require(http_ok(f"{endpoint}/minio/health/live"), "MinIO", endpoint)
 
 
 @pytest.fixture(scope="session")
 def airflow_up(minio_settings: Settings) -> str:
     url = minio_settings.airflow.url
-    if not http_ok(f"{url}/api/v2/monitor/health"):
-        pytest.fail(
-            f"Airflow is not reachable at {url}: start it with `make up` "
-            "(`make test` starts it for you)"
-        )
-    return url
+    return require(http_ok(f"{url}/api/v2/monitor/health"), "Airflow", url)
 
 
 @pytest.fixture(scope="session")

@@ -98,24 +98,6 @@ def validate_events(parsed: DataFrame, rules: ValidationRules) -> DataFrame:
     )
 
 
-SILVER_COLUMNS = (
-    "event_id",
-    "event_type",
-    "user_id",
-    "session_id",
-    "page",
-    "product_id",
-    "amount",
-    "event_time",
-    "sent_at",
-    "event_date",
-    "kafka_partition",
-    "kafka_offset",
-    "kafka_timestamp",
-    "ingested_at",
-)
-
-
 def accepted_events(validated: DataFrame) -> DataFrame:
     """Rows that pass every rule, in silver's shape."""
     return validated.where(F.size("reasons") == 0).select(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from lakehouse.config import Settings
-from lakehouse.delta_io import read_table
+from lakehouse.delta_io import delta_rs_location, read_table
 from lakehouse.tables import Table
 
 if TYPE_CHECKING:
@@ -16,17 +16,6 @@ if TYPE_CHECKING:
 
 ROWS = [(i, f"user-{i % 7}", round(i * 1.5, 2)) for i in range(500)]
 PROBE = Table(name="tests.storage_probe", writer="tests", description="storage round trip")
-
-
-def delta_rs_options(settings: Settings) -> dict[str, str]:
-    assert settings.s3.access_key and settings.s3.secret_key
-    return {
-        "AWS_ENDPOINT_URL": settings.s3.endpoint,
-        "AWS_ACCESS_KEY_ID": settings.s3.access_key.get_secret_value(),
-        "AWS_SECRET_ACCESS_KEY": settings.s3.secret_key.get_secret_value(),
-        "AWS_REGION": settings.s3.region,
-        "AWS_ALLOW_HTTP": "true",
-    }
 
 
 def write_and_check(spark: SparkSession, settings: Settings) -> None:
@@ -40,12 +29,8 @@ def write_and_check(spark: SparkSession, settings: Settings) -> None:
     expected = sorted(ROWS + [r for r in ROWS if r[0] < 100])
     assert by_spark == expected
 
-    path = PROBE.path(settings)
-    on_s3 = path.startswith("s3a://")
-    reader = DeltaTable(
-        path.replace("s3a://", "s3://", 1),
-        storage_options=delta_rs_options(settings) if on_s3 else None,
-    )
+    uri, options = delta_rs_location(settings, PROBE.path(settings))
+    reader = DeltaTable(uri, storage_options=options)
     assert reader.version() == 1, "two commits: the overwrite and the append"
     table = reader.to_pyarrow_table()
     by_delta_rs = sorted(
