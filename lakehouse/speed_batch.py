@@ -113,6 +113,60 @@ class StepTimer:
             self.seconds[name] = round(time.monotonic() - began, 3)
 
 
+@dataclass(frozen=True)
+class BatchStats:
+    input_rows: int
+    quarantined: int
+    new_events: int
+    late_events: int
+    newest_on_time: int | None  # microseconds
+    next_offsets: dict[int, int]  # per partition: the offset after the last one read
+
+    @property
+    def on_time(self) -> int:
+        return self.new_events - self.late_events
+
+
+def batch_stats(checked: DataFrame, new: DataFrame, wm: int | None) -> BatchStats:
+    """Two small aggregations that every later decision and the progress row share."""
+    per_partition = (
+        checked.groupBy("partition")
+        .agg(
+            F.count("*").alias("rows"),
+            F.sum((F.size("reasons") > 0).cast("long")).alias("quarantined"),
+            F.max("offset").alias("last"),
+        )
+        .collect()
+    )
+    on_time = F.lit(True) if wm is None else F.col("event_time") >= watermark_column(wm)
+    fresh = new.agg(
+        F.count("*").alias("new"),
+        F.sum((~on_time).cast("long")).alias("late"),
+        F.max(F.when(on_time, F.unix_micros("event_time"))).alias("newest"),
+    ).first()
+    assert fresh is not None
+    return BatchStats(
+        input_rows=sum(int(r["rows"]) for r in per_partition),
+        quarantined=sum(int(r["quarantined"] or 0) for r in per_partition),
+        new_events=int(fresh["new"]),
+        late_events=int(fresh["late"] or 0),
+        newest_on_time=fresh["newest"],
+        next_offsets={int(r["partition"]): int(r["last"]) + 1 for r in per_partition},
+    )
+
+
+# Which output table each write step fills.
+TABLE_OF_STEP = {
+    "bronze": "raw",
+    "quarantine": "quarantine",
+    "silver": "silver",
+    "late": "late",
+    "counts": "counts",
+    "active_users": "active_users",
+    "sessions": "sessions",
+}
+
+
 class MicroBatchProcessor:
     def __init__(
         self,
@@ -162,26 +216,50 @@ class MicroBatchProcessor:
                 "watermark", F.lit(None).cast("timestamp") if wm is None else watermark_column(wm)
             )
             on_time = on_time_events(new, wm)
-            writes: dict[str, Callable[[], None]] = {
-                "bronze": lambda: append_once(raw, out.raw, settings, app, batch_id),
-                "quarantine": lambda: append_once(
-                    quarantined_records(checked), out.quarantine, settings, app, batch_id
+            with steps("stats"):
+                stats = batch_stats(checked, new, wm)
+            writes: dict[str, tuple[int, Callable[[], None]]] = {
+                "bronze": (
+                    stats.input_rows,
+                    lambda: append_once(raw, out.raw, settings, app, batch_id),
                 ),
-                "silver": lambda: append_once(flagged, out.silver, settings, app, batch_id),
-                "late": lambda: append_once(late, out.late, settings, app, batch_id),
-                "counts": lambda: self.merge_counts(on_time, app, batch_id),
-                "active_users": lambda: self.merge_active_users(on_time, app, batch_id),
-                "sessions": lambda: self.merge_sessions(spark, on_time, wm, app, batch_id),
+                "quarantine": (
+                    stats.quarantined,
+                    lambda: append_once(
+                        quarantined_records(checked), out.quarantine, settings, app, batch_id
+                    ),
+                ),
+                "silver": (
+                    stats.new_events,
+                    lambda: append_once(flagged, out.silver, settings, app, batch_id),
+                ),
+                "late": (
+                    stats.late_events,
+                    lambda: append_once(late, out.late, settings, app, batch_id),
+                ),
+                "counts": (stats.on_time, lambda: self.merge_counts(on_time, app, batch_id)),
+                "active_users": (
+                    stats.on_time,
+                    lambda: self.merge_active_users(on_time, app, batch_id),
+                ),
+                "sessions": (
+                    stats.on_time,
+                    lambda: self.merge_sessions(spark, on_time, wm, app, batch_id),
+                ),
             }
             # One after the other: on two cores, running them side by side was measured no
             # faster (each small Delta commit is CPU-bound planning and log replay).
-            for name, write in writes.items():
-                with steps(name):
-                    write()
+            for name, (rows, write) in writes.items():
+                target = getattr(out, TABLE_OF_STEP[name])
+                # A commit of nothing costs as much as a real one; skipping it is the same
+                # decision on a replay, so exactly-once holds. A new table is still created.
+                if rows or not table_exists(spark, target, settings):
+                    with steps(name):
+                        write()
             # Written last: its row is what the next batch (or a replay of this one) pins.
             with steps("progress"):
                 progress = self.progress_row(
-                    spark, checked, new, pinned, batch_id, app, started, steps.seconds
+                    spark, stats, pinned, batch_id, app, started, steps.seconds
                 )
                 append_once(progress, out.progress, settings, app, batch_id)
         finally:
@@ -328,38 +406,22 @@ class MicroBatchProcessor:
     def progress_row(
         self,
         spark: SparkSession,
-        checked: DataFrame,
-        new: DataFrame,
+        stats: BatchStats,
         pinned: PinnedState,
         batch_id: int,
         app: str,
         started: float,
         step_seconds: dict[str, float],
     ) -> DataFrame:
-        totals = checked.agg(
-            F.count("*").alias("input"),
-            F.sum((F.size("reasons") > 0).cast("long")).alias("quarantined"),
-        ).first()
-        wm = pinned.watermark_micros
-        on_time = F.lit(True) if wm is None else F.col("event_time") >= watermark_column(wm)
-        fresh = new.agg(
-            F.count("*").alias("new"),
-            F.sum((~on_time).cast("long")).alias("late"),
-            F.max(F.when(on_time, F.unix_micros("event_time"))).alias("newest"),
-        ).first()
-        offsets = dict(pinned.offsets or {})
-        for last in checked.groupBy("partition").agg(F.max("offset").alias("o")).collect():
-            offsets[int(last["partition"])] = int(last["o"]) + 1
-        assert totals is not None and fresh is not None
-        input_rows = int(totals["input"])
-        quarantined = int(totals["quarantined"] or 0)
-        new_rows, late = int(fresh["new"]), int(fresh["late"] or 0)
+        offsets = {**(pinned.offsets or {}), **stats.next_offsets}
         newest = max(
-            (m for m in (pinned.newest_event_micros, fresh["newest"]) if m is not None),
+            (m for m in (pinned.newest_event_micros, stats.newest_on_time) if m is not None),
             default=None,
         )
         next_wm = advance_watermark(
-            wm, fresh["newest"], self.settings.speed.allowed_lateness_seconds
+            pinned.watermark_micros,
+            stats.newest_on_time,
+            self.settings.speed.allowed_lateness_seconds,
         )
         lag = self.kafka_lag(offsets)
         now = datetime.now(UTC)
@@ -369,13 +431,13 @@ class MicroBatchProcessor:
             "batch_id": batch_id,
             "processed_at": now,
             "duration_seconds": duration,
-            "input_rows": input_rows,
-            "rows_per_second": input_rows / duration if duration > 0 else None,
-            "quarantined": quarantined,
-            "duplicates": input_rows - quarantined - new_rows,
-            "new_events": new_rows,
-            "late_events": late,
-            "on_time_events": new_rows - late,
+            "input_rows": stats.input_rows,
+            "rows_per_second": stats.input_rows / duration if duration > 0 else None,
+            "quarantined": stats.quarantined,
+            "duplicates": stats.input_rows - stats.quarantined - stats.new_events,
+            "new_events": stats.new_events,
+            "late_events": stats.late_events,
+            "on_time_events": stats.on_time,
             "watermark_micros": next_wm,
             "newest_event_micros": newest,
             "freshness_seconds": (now.timestamp() * 1e6 - newest) / 1e6 if newest else None,
