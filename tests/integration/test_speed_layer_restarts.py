@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -101,6 +102,21 @@ def settings_for(env: dict[str, str]) -> Settings:
     return load_settings("local", env)
 
 
+def committed_batches(settings: Settings) -> int:
+    """Micro-batches committed so far: one progress-table commit (a JSON file) per batch."""
+    return len(list(Path(OUT.progress.path(settings), "_delta_log").glob("*.json")))
+
+
+def wait_for(
+    check: Callable[[], bool], proc: subprocess.Popen[bytes], timeout: float = 240
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
+
+
 def test_kill_minus_nine_and_restart_changes_no_result(
     spark: SparkSession, kafka_up: str, tmp_path: Path
 ) -> None:
@@ -123,7 +139,11 @@ def test_kill_minus_nine_and_restart_changes_no_result(
     kills = 0
     for _ in range(3):
         proc = start_job(killed_env, killed / "job.log")
-        time.sleep(rng.uniform(12, 40))  # JVM start takes ~10 s; then somewhere mid-batch
+        # Wait for the next committed batch, then strike at a random moment of the one after:
+        # the kill lands mid-batch however fast or slow this machine is.
+        done = committed_batches(settings_for(killed_env))
+        wait_for(lambda done=done: committed_batches(settings_for(killed_env)) > done, proc)
+        time.sleep(rng.uniform(0.5, 6))
         if proc.poll() is not None:
             break  # it finished before we could kill it: nothing left to interrupt
         os.killpg(proc.pid, signal.SIGKILL)
@@ -131,6 +151,7 @@ def test_kill_minus_nine_and_restart_changes_no_result(
         kills += 1
     run_to_completion(killed_env, killed / "job.log")
     assert kills >= 2, "the run must actually have been interrupted"
+    assert committed_batches(settings_for(killed_env)) >= kills + 2
 
     calm_tables = snapshot(spark, settings_for(calm_env))
     killed_tables = snapshot(spark, settings_for(killed_env))
