@@ -20,6 +20,7 @@ import secrets
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
@@ -45,34 +46,26 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text} is not a fraction in [0, 1]")
-    return value
+def _number(
+    parse: Callable[[str], float], noun: str, accept: Callable[[float], bool], rule: str
+) -> Callable[[str], Any]:
+    """An argparse type: `parse` the text, then refuse values `accept` rejects, saying `rule`."""
+
+    def check(text: str) -> Any:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"{text} is not {rule}")
+        return value
+
+    return check
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not >= 1")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} is not > 0")
-    return value
+fraction = _number(float, "a number", lambda v: 0.0 <= v <= 1.0, "a fraction in [0, 1]")
+positive_int = _number(int, "a whole number", lambda v: v >= 1, ">= 1")
+positive_float = _number(float, "a number", lambda v: v > 0, "> 0")
 
 
 def start_time(text: str) -> datetime:
@@ -152,20 +145,14 @@ def build_config(args: argparse.Namespace, settings: Settings, seed: int) -> Gen
         flag: float | None = getattr(args, kind)
         return preset.get(kind, 0.0) if flag is None else flag
 
+    shares: dict[str, Any] = {kind: share(kind) for kind in ANOMALY_KINDS}
     return GeneratorConfig(
         count=args.count,
         seed=seed,
         start=args.start,
         rate=args.rate,
         users=args.users,
-        out_of_order=share("out_of_order"),
-        late=share("late"),
-        duplicate=share("duplicate"),
-        malformed=share("malformed"),
-        wrong_type=share("wrong_type"),
-        missing_field=share("missing_field"),
-        oversized=share("oversized"),
-        future=share("future"),
+        **shares,
         late_min=args.late_min,
         late_max=args.late_max,
         max_record_bytes=settings.speed.max_record_bytes,
