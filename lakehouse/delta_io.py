@@ -142,3 +142,24 @@ def delta_rs_location(settings: Settings, path: str) -> tuple[str, dict[str, str
         "AWS_ALLOW_HTTP": "true",
     }
     return "s3://" + path.removeprefix("s3a://"), options
+
+
+class WrongWriterError(Exception):
+    """A job tried to write a table another job owns (DESIGN.md, invariant 5)."""
+
+
+def overwrite_where(
+    df: DataFrame, table: Table, settings: Settings, writer: str, condition: str
+) -> int:
+    """Replace exactly the rows matching `condition` with `df`, in one Delta commit; returns
+    the table's new version. Rows of `df` outside `condition` make Delta refuse the write, so
+    a job can never spill into a neighbour's rows."""
+    if table.writer != writer:
+        raise WrongWriterError(f"{writer} may not write {table.name}: its writer is {table.writer}")
+    writer_ = df.write.format("delta").mode("overwrite").option("replaceWhere", condition)
+    if table.partition_by:
+        writer_ = writer_.partitionBy(*table.partition_by)
+    writer_.save(table.path(settings))
+    version = table_version(df.sparkSession, table, settings)
+    assert version is not None
+    return version

@@ -38,6 +38,7 @@ class Table:
 
 
 SPEED = "speed_layer"
+BATCH = "batch_layer"
 
 TABLES: dict[str, Table] = {
     t.name: t
@@ -82,6 +83,26 @@ TABLES: dict[str, Table] = {
             "ops.speed_progress",
             SPEED,
             "One row per micro-batch: counts, watermark, duration, Kafka lag, freshness",
+        ),
+        Table(
+            "batch.event_counts_1m",
+            BATCH,
+            "1-minute tumbling windows per event_type, recomputed complete from bronze",
+        ),
+        Table(
+            "batch.active_users_10m",
+            BATCH,
+            "10-minute sliding windows per page, recomputed complete from bronze",
+        ),
+        Table(
+            "batch.user_sessions",
+            BATCH,
+            "Per-user sessions, recomputed complete from bronze",
+        ),
+        Table(
+            "ops.batch_runs",
+            BATCH,
+            "One row per view per batch run: interval, bronze version read, final-until mark",
         ),
     )
 }

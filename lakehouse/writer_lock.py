@@ -10,8 +10,10 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import IO
 
 from lakehouse.config import Settings
 from lakehouse.paths import state_dir
@@ -22,14 +24,18 @@ class WriterBusyError(Exception):
 
 
 @contextmanager
-def exclusive_writer(settings: Settings, writer: str) -> Iterator[None]:
+def exclusive_writer(settings: Settings, writer: str, wait_seconds: float = 0) -> Iterator[None]:
+    """Hold the writer's lock; wait up to `wait_seconds` for another holder to finish."""
     digest = hashlib.sha256(settings.storage.root.encode()).hexdigest()[:10]
     path = state_dir() / "run" / "locks" / f"{writer}-{digest}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        deadline = time.monotonic() + wait_seconds
+        locked = _try_lock(handle)
+        while not locked and time.monotonic() < deadline:
+            time.sleep(1)
+            locked = _try_lock(handle)
+        if not locked:
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
             raise WriterBusyError(
@@ -41,3 +47,11 @@ def exclusive_writer(settings: Settings, writer: str) -> Iterator[None]:
         handle.write(str(os.getpid()))
         handle.flush()
         yield
+
+
+def _try_lock(handle: IO[str]) -> bool:
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True

@@ -1,0 +1,133 @@
+"""The serving layer: one answer per view, batch where the batch has covered, speed after.
+
+A view's row is served from batch.<view> when its time (window_start, session_start) is in
+the batch coverage, else from speed.<view>. The coverage is the union of every recorded
+batch run's [interval_start, final_until): rows the batch recomputed and that can no longer
+change. Each row is placed by one instant, so no row is counted on both sides of the seam.
+
+A consistent read while the batch layer writes: the coverage and the batch table's version
+both come from one snapshot of ops.batch_runs, and the batch table is read at that version
+(time travel). Rows a batch run is writing right now are not in that version, and its run
+record, written last, is not in that snapshot either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from lakehouse.config import Settings
+from lakehouse.delta_io import read_table, read_table_at, table_exists
+from lakehouse.tables import Table, table
+from lakehouse.times import from_micros
+from lakehouse.views import VIEWS, View, view
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+RUNS = table("ops.batch_runs")
+
+Range = tuple[datetime, datetime]
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What the batch layer has made final for one view, as of one ops.batch_runs snapshot."""
+
+    ranges: list[Range]
+    table_version: int | None  # the batch table version that holds those rows
+
+    @property
+    def high_water(self) -> datetime | None:
+        return self.ranges[-1][1] if self.ranges else None
+
+    def contains(self, column: str) -> Column:
+        tests = [
+            (F.col(column) >= F.lit(start)) & (F.col(column) < F.lit(end))
+            for start, end in self.ranges
+        ]
+        return reduce(lambda a, b: a | b, tests, F.lit(False))
+
+
+def merge_ranges(ranges: list[Range]) -> list[Range]:
+    """Sorted, non-overlapping ranges covering the same instants; empty ones dropped."""
+    merged: list[Range] = []
+    for start, end in sorted(r for r in ranges if r[0] < r[1]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def batch_coverage(spark: SparkSession, settings: Settings, v: View) -> Coverage:
+    if not table_exists(spark, RUNS, settings):
+        return Coverage([], None)
+    runs = (
+        read_table(spark, RUNS, settings)
+        .where(F.col("view") == v.name)
+        .select(
+            F.unix_micros("interval_start").alias("start"),
+            F.unix_micros("final_until").alias("until"),
+            "table_version",
+        )
+        .collect()
+    )
+    if not runs:
+        return Coverage([], None)
+    ranges = merge_ranges([(from_micros(r["start"]), from_micros(r["until"])) for r in runs])
+    return Coverage(ranges, max(int(r["table_version"]) for r in runs))
+
+
+def serve(
+    spark: SparkSession,
+    settings: Settings,
+    view_name: str,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    speed_table: Table | None = None,
+) -> tuple[DataFrame, Coverage]:
+    """The view's rows with time in [start, end), each from the side that owns it, with a
+    `source` column ('batch' or 'speed'). `speed_table` replaces speed.<view> (kappa mode)."""
+    v = view(view_name)
+    coverage = batch_coverage(spark, settings, v)
+    speed = speed_table or table(v.speed_table)
+    parts = []
+    batch = read_table_at(spark, table(v.batch_table), settings, coverage.table_version)
+    if batch is not None:
+        parts.append(
+            batch.where(coverage.contains(v.time_column)).withColumn("source", F.lit("batch"))
+        )
+    if table_exists(spark, speed, settings):
+        fresh = read_table(spark, speed, settings).where(~coverage.contains(v.time_column))
+        parts.append(fresh.withColumn("source", F.lit("speed")))
+    if not parts:
+        raise NoServingDataError(
+            f"nothing to serve for {v.name}: neither {v.batch_table} nor {speed.name} exists "
+            "yet (run the speed layer)"
+        )
+    served = reduce(lambda a, b: a.unionByName(b), parts)
+    if start is not None:
+        served = served.where(F.col(v.time_column) >= F.lit(start))
+    if end is not None:
+        served = served.where(F.col(v.time_column) < F.lit(end))
+    return served, coverage
+
+
+class NoServingDataError(Exception):
+    """Neither side of a view exists yet."""
+
+
+def register_serving_views(spark: SparkSession, settings: Settings) -> list[str]:
+    """Spark SQL temporary views `serving_<view>`, e.g.
+    SELECT * FROM serving_event_counts_1m WHERE window_start >= '2026-11-25 10:00'."""
+    names = []
+    for name in VIEWS:
+        served, _ = serve(spark, settings, name)
+        served.createOrReplaceTempView(f"serving_{name}")
+        names.append(f"serving_{name}")
+    return names
