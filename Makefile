@@ -7,7 +7,7 @@ SHELL := /bin/bash
 PY      := .venv/bin/python
 RECORD  := .state/started-by-test
 
-.PHONY: help setup up down status demo generate speed test test-unit compose-env lint typecheck lock
+.PHONY: help setup up down status demo generate speed batch query test test-unit compose-env lint typecheck lock
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -32,6 +32,12 @@ generate: setup  ## send events with anomalies to Kafka: make generate ARGS="--c
 
 speed: setup  ## run the speed layer in the foreground until Ctrl-C (Airflow's speed_layer DAG runs it detached)
 	@$(PY) -m jobs.speed_layer $(ARGS)
+
+batch: setup  ## recompute the views for a closed interval: make batch ARGS="--start 2026-11-25T10:00Z --end 2026-11-25T11:00Z"
+	@$(PY) -m jobs.batch_layer $(ARGS)
+
+query: setup  ## print a serving view: make query ARGS="event_counts_1m --from 2026-11-25T10:00Z --to 2026-11-25T12:00Z"
+	@$(PY) -m jobs.cli query $(ARGS)
 
 test: setup  ## run every test against real services, starting (and then stopping) what is needed
 	@mkdir -p .state && rm -f $(RECORD)

@@ -16,7 +16,7 @@ import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -110,8 +110,15 @@ class ServicesSettings(_Frozen):
     airflow_parallelism: int = Field(ge=1, le=64)
 
 
+# Settings that are not in a section (TRIBUTARY__MODE=kappa).
+TOP_LEVEL_KEYS = {"mode"}
+
+
 class Settings(_Frozen):
     profile: str
+    # lambda: the batch layer recomputes on schedule; kappa: no batch layer, corrections
+    # come from replays of the log (jobs/replay.py).
+    mode: Literal["lambda", "kappa"]
     kafka: KafkaSettings
     storage: StorageSettings
     s3: S3Settings
@@ -180,7 +187,7 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         if not name.startswith(ENV_PREFIX):
             continue
         keys = [k.lower() for k in name[len(ENV_PREFIX) :].split("__")]
-        if len(keys) < 2 or not all(keys):
+        if not all(keys) or (len(keys) < 2 and keys[0] not in TOP_LEVEL_KEYS):
             raise ConfigError(f"{name}: expected TRIBUTARY__<SECTION>__<KEY>")
         if keys[0] == "spark" and keys[1] == "conf" and len(keys) == 3:
             # Spark keys are case-sensitive and dotted; keep them as written.

@@ -1,0 +1,113 @@
+"""Recomputes the views, complete, from bronze for each hour (jobs/batch_layer.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import Asset, Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.timetables.interval import CronDataIntervalTimetable
+
+log = logging.getLogger("tributary.dags.batch_layer")
+
+# lakehouse.views.VIEWS; not imported, as DAG files import lakehouse only in tasks.
+VIEWS = ["event_counts_1m", "active_users_10m", "user_sessions"]
+# One asset per batch view, so reconciliation can be scheduled on data, not on time.
+ASSETS = [Asset(name=f"batch.{v}", uri=f"tributary://batch/{v}") for v in VIEWS]
+
+DOC = """
+### Batch layer
+
+Every hour, recomputes the speed layer's views **complete** (late events included) from
+`bronze.events_raw`, for this run's **data interval** `[data_interval_start,
+data_interval_end)`, with the speed layer's own parse / validate / dedup / window code
+(`python -m jobs.batch_layer`).
+
+- Output: `batch.event_counts_1m`, `batch.active_users_10m`, `batch.user_sessions`. Only the
+  interval's rows are replaced (Delta `replaceWhere`): a rerun or a retry gives the same
+  tables, and intervals never touch each other's rows.
+- Each run is recorded in `ops.batch_runs` (bronze version read, and per view the mark up to
+  which results are final); the serving layer (`python -m jobs.cli query ...`) serves batch
+  results up to there and speed results after.
+- Each view is published as an Airflow asset (`batch.<view>`) for reconciliation.
+- **Past intervals**: *Trigger DAG* with a logical date, or fill *start*/*end* in the form
+  (UTC, whole minutes) to recompute any closed range at once; or a backfill
+  (`airflow backfill create --dag-id batch_layer --from-date ... --to-date ...`, or the
+  API). An interval without events is skipped (nothing written); a reversed or future one
+  fails at once with the reason.
+"""
+
+
+@dag(
+    dag_id="batch_layer",
+    schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
+    tags=["tributary", "batch"],
+    description="Hourly: recompute the views complete from bronze for the data interval",
+    doc_md=DOC,
+    params={
+        "start": Param(
+            None,
+            type=["null", "string"],
+            format="date-time",
+            title="Start (UTC)",
+            description="Empty: the run's data interval. Else the first instant to recompute",
+        ),
+        "end": Param(
+            None,
+            type=["null", "string"],
+            format="date-time",
+            title="End (UTC)",
+            description="Empty: the run's data interval. Else the end, exclusive",
+        ),
+    },
+)
+def batch_layer() -> None:
+    @task(outlets=ASSETS, execution_timeout=timedelta(hours=2))
+    def recompute() -> dict[str, Any]:
+        from jobs.batch_layer import EXIT_BAD_INTERVAL, EXIT_NO_DATA, RESULT_PREFIX
+        from lakehouse.job_runner import run_job
+
+        context = get_current_context()
+        start, end = _interval(context)
+        outcome = run_job(
+            "jobs.batch_layer",
+            ["--start", start, "--end", end, "--run-id", context["run_id"]],
+            on_line=log.info,
+        )
+        if outcome.returncode == EXIT_NO_DATA:
+            raise AirflowSkipException(f"no events in [{start}, {end}): nothing to recompute")
+        if outcome.returncode == EXIT_BAD_INTERVAL:
+            raise AirflowFailException(f"bad interval [{start}, {end}): see the log above")
+        if outcome.returncode != 0:
+            raise RuntimeError(f"jobs.batch_layer stopped with status {outcome.returncode}")
+        result = outcome.last(RESULT_PREFIX)
+        assert result is not None, "the batch job printed no result line"
+        summary: dict[str, Any] = json.loads(result)
+        return summary
+
+    recompute()
+
+
+def _interval(context: Any) -> tuple[str, str]:
+    params = context["params"]
+    if params.get("start") or params.get("end"):
+        if not (params.get("start") and params.get("end")):
+            raise AirflowFailException("give both start and end, or neither")
+        return str(params["start"]), str(params["end"])
+    start, end = context.get("data_interval_start"), context.get("data_interval_end")
+    if start is None or end is None or start >= end:
+        raise AirflowFailException(
+            "this run has no data interval to recompute: trigger it with a logical date, "
+            "or fill start and end in the form"
+        )
+    return start.isoformat(), end.isoformat()
+
+
+batch_layer()

@@ -1,0 +1,55 @@
+"""Run a Spark job (a module under jobs/) as a child process, its output line by line.
+
+Airflow tasks use this instead of starting Spark inside the worker: the JVM's memory goes
+back when the job ends, and a task that is stopped takes its job down with it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lakehouse.paths import REPO_ROOT
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    returncode: int
+    lines: list[str]
+
+    def last(self, prefix: str) -> str | None:
+        """The text after `prefix` on the last line that starts with it."""
+        found = [line[len(prefix) :] for line in self.lines if line.startswith(prefix)]
+        return found[-1] if found else None
+
+
+def run_job(module: str, args: list[str], on_line: Callable[[str], None]) -> JobOutcome:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    lines: list[str] = []
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.rstrip("\n")
+            lines.append(line)
+            on_line(line)
+        return JobOutcome(proc.wait(), lines)
+    finally:
+        if proc.poll() is None:  # the task was stopped (timeout, mark-failed): stop the job
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()

@@ -1,0 +1,375 @@
+"""The batch layer against real Kafka, Spark and Delta: a day of events with every anomaly,
+streamed by the speed layer, then recomputed from bronze and checked
+
+- against the speed layer (lambda correctness: batch = speed + late, window by window),
+- against an independent pandas recomputation from the generator's ledger,
+- for independence from how time is cut (24 hourly runs = 1 daily run = overlapping runs),
+- for atomicity (a run killed mid-write leaves every table readable and the seam unmoved),
+- and through the serving layer (the seam, and reads during a write).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pytest
+
+from jobs.speed_layer import start_query
+from lakehouse.batch import Interval, NoDataError, recompute_interval
+from lakehouse.config import Settings, load_settings
+from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
+from lakehouse.serving import serve
+from lakehouse.speed_batch import SpeedOutputs
+from lakehouse.tables import table
+from lakehouse.views import VIEWS
+from tests.integration import speed_checks as expect
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO = Path(__file__).parents[2]
+HOUR = timedelta(hours=1)
+
+
+def settings_for(root: Path, topic: str) -> Settings:
+    env = {
+        **os.environ,
+        "TRIBUTARY__STORAGE__ROOT": str(root / "lake"),
+        "TRIBUTARY__STORAGE__CHECKPOINTS": str(root / "checkpoints"),
+        "TRIBUTARY__KAFKA__TOPIC": topic,
+        "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "1500",
+    }
+    env.pop("TRIBUTARY_PROFILE", None)
+    return load_settings("local", env)
+
+
+class Day:
+    """A day of events streamed into one lakehouse, and copies of it to recompute in."""
+
+    def __init__(self, tmp: Path, topic: str, day: Interval, ledger: list[dict[str, Any]]):
+        self.tmp, self.topic, self.day, self.ledger = tmp, topic, day, ledger
+        self.streamed = settings_for(tmp / "streamed", topic)
+
+    def copy(self, name: str) -> Settings:
+        """A lakehouse holding what the stream wrote, and no batch results yet."""
+        shutil.copytree(self.tmp / "streamed" / "lake", self.tmp / name / "lake")
+        return settings_for(self.tmp / name, self.topic)
+
+    def hour(self, k: int) -> Interval:
+        return Interval(self.day.start + k * HOUR, self.day.start + (k + 1) * HOUR)
+
+    def span(self, first: int, end: int) -> Interval:
+        return Interval(self.day.start + first * HOUR, self.day.start + end * HOUR)
+
+
+@pytest.fixture(scope="module")
+def day(spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFactory) -> Day:
+    tmp = tmp_path_factory.mktemp("batch")
+    topic = f"batch-{uuid.uuid4().hex[:8]}"
+    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    d = Day(tmp, topic, Interval(this_hour - 24 * HOUR, this_hour), [])
+    # 25 hours of event time ending now; late events trail by 15 min .. 3 h.
+    start = this_hour - 25 * HOUR
+    count = 4000
+    seconds = (datetime.now(UTC) - start).total_seconds()
+    cfg = GeneratorConfig(
+        count=count, seed=7, start=start, rate=count / seconds, users=30, **ANOMALY_PRESETS["all"]
+    )
+    produce(d.streamed, cfg, tmp / "ledger.jsonl", topic=topic)
+    d.ledger = read_ledger(tmp / "ledger.jsonl")
+    start_query(
+        spark, d.streamed, SpeedOutputs.live(), available_now=True, topic=topic
+    ).awaitTermination()
+    return d
+
+
+@pytest.fixture(scope="module")
+def daily(spark: SparkSession, day: Day) -> Settings:
+    """The whole day recomputed in one run."""
+    settings = day.copy("daily")
+    recompute_interval(spark, settings, day.day, "daily")
+    return settings
+
+
+def rows(spark: SparkSession, settings: Settings, name: str, interval: Interval) -> set[tuple]:
+    df = spark.read.format("delta").load(table(name).path(settings))
+    time_column = VIEWS[name.split(".", 1)[1]].time_column
+    return {
+        tuple(tuple(c) if isinstance(c, list) else c for c in r)
+        for r in df.where(interval.condition(time_column)).collect()
+    }
+
+
+def all_views(spark: SparkSession, settings: Settings, interval: Interval) -> dict[str, set]:
+    return {v.batch_table: rows(spark, settings, v.batch_table, interval) for v in VIEWS.values()}
+
+
+# --- correctness ---------------------------------------------------------------------------
+
+
+def test_batch_equals_speed_plus_late_window_by_window(
+    spark: SparkSession, day: Day, daily: Settings
+) -> None:
+    late = spark.read.format("delta").load(table("speed.late_events").path(day.streamed))
+    late_in_day = late.where(day.day.condition("event_time")).count()
+    assert late_in_day > 10, "the anomalies must make the stream set events aside as late"
+
+    def by_window(name: str, settings: Settings) -> dict[tuple, Any]:
+        df = spark.read.format("delta").load(table(name).path(settings))
+        return {(r[0], r[2]): r for r in df.where(day.day.condition("window_start")).collect()}
+
+    batch = by_window("batch.event_counts_1m", daily)
+    speed = by_window("speed.event_counts_1m", day.streamed)
+    late_counts = {
+        (r["window_start"], r["event_type"]): (r["events"], r["amount_sum"])
+        for r in late.transform(VIEWS["event_counts_1m"].compute).collect()
+    }
+    assert batch, "the batch layer wrote no windows"
+    for key, b in batch.items():
+        s_events, s_sum = (
+            (speed[key]["events"], speed[key]["amount_sum"]) if key in speed else (0, 0)
+        )
+        l_events, l_sum = late_counts.get(key, (0, 0))
+        assert (b["events"], b["amount_sum"]) == (s_events + l_events, s_sum + l_sum), key
+    assert set(speed) <= set(batch), "every speed window is in the batch"
+
+    batch_users = by_window("batch.active_users_10m", daily)
+    speed_users = by_window("speed.active_users_10m", day.streamed)
+    late_users = {
+        (r["window_start"], r["page"]): (set(r["users"]), r["events"])
+        for r in late.transform(VIEWS["active_users_10m"].compute).collect()
+    }
+    for key, b in batch_users.items():
+        s = speed_users.get(key)
+        users, events = late_users.get(key, (set(), 0))
+        assert set(b["users"]) == (set(s["users"]) if s else set()) | users, key
+        assert b["events"] == (s["events"] if s else 0) + events, key
+
+
+def test_batch_equals_a_pandas_recomputation_from_the_ledger(
+    spark: SparkSession, day: Day, daily: Settings
+) -> None:
+    accepted = expect.accepted(day.ledger)
+    start, end = (ts.replace(tzinfo=None) for ts in (day.day.start, day.day.end))
+
+    def inside(key_time: Any) -> bool:
+        return start <= key_time < end
+
+    counts = {
+        (pd.Timestamp(r[0]), r[2]): (r[3], expect.to_cents(r[4]))
+        for r in rows(spark, daily, "batch.event_counts_1m", day.day)
+    }
+    assert counts == {k: v for k, v in expect.minute_counts(accepted).items() if inside(k[0])}
+    users = {
+        (pd.Timestamp(r[0]), r[2]): set(r[3])
+        for r in rows(spark, daily, "batch.active_users_10m", day.day)
+    }
+    assert users == {k: v for k, v in expect.sliding_users(accepted).items() if inside(k[0])}
+    sessions = {
+        (r[0], pd.Timestamp(r[1]), pd.Timestamp(r[2]), r[3], expect.to_cents(r[4]))
+        for r in rows(spark, daily, "batch.user_sessions", day.day)
+    }
+    assert sessions == {s for s in expect.sessions(accepted) if inside(s[1])}
+    assert len(sessions) > 50
+
+
+def test_24_hourly_runs_equal_one_daily_run(spark: SparkSession, day: Day, daily: Settings) -> None:
+    hourly = day.copy("hourly")
+    for k in range(24):
+        # An hour the generator left empty has nothing to write and nothing to compare.
+        with contextlib.suppress(NoDataError):
+            recompute_interval(spark, hourly, day.hour(k), f"hour-{k}")
+    assert all_views(spark, hourly, day.day) == all_views(spark, daily, day.day)
+
+
+def test_overlapping_backfills_and_reruns_leave_identical_tables(
+    spark: SparkSession, day: Day, daily: Settings
+) -> None:
+    overlapping = day.copy("overlapping")
+    recompute_interval(spark, overlapping, day.span(0, 14), "first")
+    recompute_interval(spark, overlapping, day.span(10, 24), "second")
+    assert all_views(spark, overlapping, day.day) == all_views(spark, daily, day.day)
+    recompute_interval(spark, overlapping, day.span(10, 24), "second-again")
+    assert all_views(spark, overlapping, day.day) == all_views(spark, daily, day.day)
+    runs = spark.read.format("delta").load(table("ops.batch_runs").path(overlapping))
+    assert {r["run_id"] for r in runs.collect()} == {"first", "second", "second-again"}
+    assert runs.count() == 3 * len(VIEWS), "one row per view per run"
+
+
+def test_a_run_killed_mid_write_leaves_readable_tables_and_no_run_record(
+    spark: SparkSession, day: Day, daily: Settings
+) -> None:
+    killed = day.copy("killed")
+    recompute_interval(spark, killed, day.span(0, 12), "first-half")
+    before = all_views(spark, killed, day.day)
+    first_view = table("batch.event_counts_1m").path(killed)
+    commits = len(list(Path(first_view, "_delta_log").glob("*.json")))
+
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jobs.batch_layer",
+            "--start",
+            day.span(12, 24).start.isoformat(),
+            "--end",
+            day.day.end.isoformat(),
+            "--run-id",
+            "killed",
+        ],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "TRIBUTARY_PROFILE": "local",
+            "TRIBUTARY__STORAGE__ROOT": killed.storage.root,
+            "TRIBUTARY__STORAGE__CHECKPOINTS": killed.storage.checkpoints,
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        # Kill it right after its first commit: one view written, the others and the run
+        # record not (yet).
+        deadline = datetime.now(UTC) + timedelta(minutes=3)
+        while len(list(Path(first_view, "_delta_log").glob("*.json"))) == commits:
+            assert job.poll() is None, "the batch job ended before it could be killed"
+            assert datetime.now(UTC) < deadline, "the batch job wrote nothing in 3 minutes"
+        job.kill()
+    finally:
+        job.kill()
+        job.wait()
+
+    after = all_views(spark, killed, day.day)  # every table is readable
+    complete = all_views(spark, daily, day.day)
+    for name in after:
+        assert after[name] in (before[name], complete[name]), f"{name} is half-written"
+    runs = spark.read.format("delta").load(table("ops.batch_runs").path(killed))
+    assert "killed" not in {r["run_id"] for r in runs.collect()}
+    _, coverage = serve(spark, killed, "event_counts_1m")
+    assert coverage.high_water is not None and coverage.high_water <= day.span(0, 12).end, (
+        "the serving seam must not move over a run that did not finish"
+    )
+
+    recompute_interval(spark, killed, day.span(12, 24), "second-half")
+    assert all_views(spark, killed, day.day) == complete
+
+
+# --- serving -------------------------------------------------------------------------------
+
+
+def served_counts(
+    spark: SparkSession, settings: Settings, interval: Interval
+) -> dict[tuple, tuple]:
+    served, _ = serve(spark, settings, "event_counts_1m", interval.start, interval.end)
+    return {
+        (r["window_start"], r["event_type"]): (r["events"], r["amount_sum"], r["source"])
+        for r in served.collect()
+    }
+
+
+def test_serving_is_batch_before_the_seam_and_speed_after(
+    spark: SparkSession, day: Day, daily: Settings
+) -> None:
+    seam_run = day.copy("seam")
+    recompute_interval(spark, seam_run, day.span(0, 16), "up-to-16h")
+    _, coverage = serve(spark, seam_run, "event_counts_1m")
+    seam = day.span(0, 16).end
+    assert coverage.ranges == [(day.day.start, seam)]
+
+    answer = served_counts(spark, seam_run, day.day)
+    batch = {k: v for k, v in served_counts(spark, daily, day.day).items()}
+    speed = {
+        (r["window_start"], r["event_type"]): (r["events"], r["amount_sum"])
+        for r in spark.read.format("delta")
+        .load(table("speed.event_counts_1m").path(day.streamed))
+        .where(Interval(seam, day.day.end).condition("window_start"))
+        .collect()
+    }
+    naive_seam = seam.replace(tzinfo=None)
+    before = {k: v for k, v in answer.items() if k[0] < naive_seam}
+    after = {k: v for k, v in answer.items() if k[0] >= naive_seam}
+    assert {v[2] for v in before.values()} == {"batch"} and {v[2] for v in after.values()} == {
+        "speed"
+    }
+    assert before == {k: v for k, v in batch.items() if k[0] < naive_seam}
+    assert {k: v[:2] for k, v in after.items()} == speed
+    # Across the whole range the answer is the batch recomputation, except where the stream
+    # set events aside as late after the seam (the next batch run will take them in).
+    late = spark.read.format("delta").load(table("speed.late_events").path(day.streamed))
+    late_after = {
+        (r["window_start"], r["event_type"])
+        for r in late.transform(VIEWS["event_counts_1m"].compute).collect()
+        if r["window_start"] >= naive_seam
+    }
+    differing = {k for k in batch if k not in answer or answer[k][:2] != batch[k][:2]}
+    assert differing <= late_after
+
+
+def test_a_reader_sees_one_consistent_answer_while_a_batch_run_writes(
+    spark: SparkSession, day: Day
+) -> None:
+    settings = day.copy("concurrent")
+    recompute_interval(spark, settings, day.span(0, 8), "first")
+    old = served_counts(spark, settings, day.day)
+    writer = threading.Thread(
+        target=recompute_interval, args=(spark, settings, day.span(8, 24), "second")
+    )
+    seen = []
+    writer.start()
+    while writer.is_alive():
+        seen.append(served_counts(spark, settings, day.day))
+    writer.join()
+    new = served_counts(spark, settings, day.day)
+    assert old != new, "the second run moves the seam"
+    assert seen, "the reader must have read during the write"
+    assert all(answer in (old, new) for answer in seen), "a reader saw a half-written state"
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+def test_an_interval_without_events_writes_nothing(spark: SparkSession, day: Day) -> None:
+    settings = day.copy("empty")
+    year_ago = day.day.start - timedelta(days=365)
+    with pytest.raises(NoDataError, match="no accepted event in"):
+        recompute_interval(spark, settings, Interval(year_ago, year_ago + HOUR), "empty")
+    for v in VIEWS.values():
+        assert not Path(table(v.batch_table).path(settings)).exists()
+    assert not Path(table("ops.batch_runs").path(settings)).exists()
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "message"),
+    [
+        ("2026-01-01T11:00Z", "2026-01-01T10:00Z", "empty or reversed"),
+        ("2026-01-01T10:00Z", "2026-01-01T10:00Z", "empty or reversed"),
+        ("2099-01-01T10:00Z", "2099-01-01T11:00Z", "ends in the future"),
+        ("2026-01-01T10:00:30Z", "2026-01-01T11:00Z", "not a whole minute"),
+    ],
+)
+def test_a_bad_interval_is_refused_with_a_message(
+    start: str, end: str, message: str, tmp_path: Path
+) -> None:
+    job = subprocess.run(
+        [sys.executable, "-m", "jobs.batch_layer", "--start", start, "--end", end],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "TRIBUTARY__STORAGE__ROOT": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert job.returncode == 2, job.stderr
+    assert message in job.stderr and "nothing written" in job.stderr
+    assert "Traceback" not in job.stderr
+    assert not any(tmp_path.iterdir()), "nothing may be written"
