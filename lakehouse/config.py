@@ -110,6 +110,22 @@ class ServicesSettings(_Frozen):
     airflow_parallelism: int = Field(ge=1, le=64)
 
 
+class DqSettings(_Frozen):
+    # Allowed unexplained absolute difference per measure (a view column, e.g. events,
+    # amount_sum, revenue); a measure not listed must match exactly.
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    # The gate fails when more windows than this have a difference beyond its threshold.
+    max_unexplained_windows: int = Field(default=0, ge=0)
+
+    @field_validator("thresholds")
+    @classmethod
+    def _not_negative(cls, value: dict[str, float]) -> dict[str, float]:
+        negative = sorted(k for k, v in value.items() if v < 0)
+        if negative:
+            raise ValueError(f"thresholds must be >= 0: {', '.join(negative)}")
+        return value
+
+
 # Settings that are not in a section (TRIBUTARY__MODE=kappa).
 TOP_LEVEL_KEYS = {"mode"}
 
@@ -126,6 +142,7 @@ class Settings(_Frozen):
     spark: SparkSettings
     airflow: AirflowSettings
     services: ServicesSettings
+    dq: DqSettings = Field(default_factory=DqSettings)
 
 
 def available_profiles(config_dir: Path = CONFIG_DIR) -> list[str]:

@@ -39,6 +39,7 @@ class Table:
 
 SPEED = "speed_layer"
 BATCH = "batch_layer"
+RECONCILE = "reconcile"
 
 TABLES: dict[str, Table] = {
     t.name: t
@@ -103,6 +104,16 @@ TABLES: dict[str, Table] = {
             "ops.batch_runs",
             BATCH,
             "One row per view per batch run: interval, bronze version read, final-until mark",
+        ),
+        Table(
+            "dq.reconciliation_runs",
+            RECONCILE,
+            "One row per reconciliation run and view: sides, counts per status, verdict, report",
+        ),
+        Table(
+            "dq.reconciliation_windows",
+            RECONCILE,
+            "Per run and view key: both sides' measures, difference, status and explanation",
         ),
     )
 }
