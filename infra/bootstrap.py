@@ -1,6 +1,6 @@
 """Install everything Tributary needs, from the project's own files. Idempotent.
 
-    python3 infra/bootstrap.py [all|venv|jars|kafka|minio|secrets]
+    python3 infra/bootstrap.py [all|venv|jars|kafka|minio|compose|secrets|browser]
 
 Runs with the machine's Python 3.11 and the standard library only (the venv does not exist
 yet). Downloads and builds go to the cache folder ($TRIBUTARY_CACHE, default
@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +49,12 @@ MIN_JAVA = 17
 # go.mod has exclude directives).
 COMPOSE_MODULE = "github.com/docker/compose/v2"
 COMPOSE_VERSION = "v2.40.3"
+# The browser tests drive Debian's Chromium through its ChromeDriver (a test tool's own browser
+# download cannot work on a closed network). Recommends are left out: they would pull udev and
+# upgrade systemd; fonts-liberation gives pages the usual font metrics.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+BROWSER_PACKAGES = ["chromium", "chromium-driver", "fonts-liberation"]
 
 
 class SetupError(Exception):
@@ -414,6 +421,75 @@ def setup_secrets() -> None:
         info(f"Airflow login: admin / {password}   (kept in {path})")
 
 
+def _apt_get(cmd: list[str], what: str) -> tuple[int, str]:
+    """Run apt-get, its output shown as it comes (apt prints each package it fetches and sets
+    up); the exit code and the output's tail."""
+    started = time.monotonic()
+    tail: deque[str] = deque(maxlen=40)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        info(line.rstrip())
+        tail.append(line)
+    code = proc.wait()
+    if code == 0:
+        info(f"{what}: done in {time.monotonic() - started:.0f}s")
+    return code, "".join(tail)
+
+
+# apt-get's words for package lists that are missing or older than the mirror.
+STALE_LISTS = re.compile(
+    r"Unable to locate package|has no installation candidate|404\s+Not Found|Failed to fetch"
+)
+
+
+def setup_browser() -> None:
+    step(f"Headless Chromium and ChromeDriver for the browser tests ({CHROMIUM}, {CHROMEDRIVER})")
+    if CHROMIUM.exists() and CHROMEDRIVER.exists():
+        info("installed")
+        return
+    packages = " ".join(BROWSER_PACKAGES)
+    by_hand = f"sudo apt-get update && sudo apt-get install -y --no-install-recommends {packages}"
+    apt = shutil.which("apt-get")
+    if not apt:
+        raise SetupError(
+            f"apt-get is not available to install {packages}; install Chromium and ChromeDriver "
+            f"so that {CHROMIUM} and {CHROMEDRIVER} exist"
+        )
+    if os.geteuid() == 0:
+        sudo: list[str] = []
+    elif shutil.which("sudo"):
+        sudo = ["sudo", "-n"]
+    else:
+        raise SetupError(f"installing {packages} needs root; run by hand: {by_hand}")
+    install = [
+        *sudo,
+        apt,
+        "install",
+        "-y",
+        "--no-install-recommends",
+        "-o",
+        "DPkg::Lock::Timeout=300",
+        *BROWSER_PACKAGES,
+    ]
+    info("first install downloads about 135 MB of Debian packages (440 MB installed)")
+    code, output = _apt_get(install, "installing Chromium with apt-get")
+    if code != 0 and STALE_LISTS.search(output):
+        info("the package lists are missing or out of date: apt-get update, then again")
+        code, output = _apt_get([*sudo, apt, "update"], "apt-get update")
+        if code == 0:
+            code, output = _apt_get(install, "installing Chromium with apt-get")
+    if code != 0 or not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        reason = "sudo needs a password" if "sudo:" in output else f"apt-get exit {code}"
+        raise SetupError(f"installing {packages} failed ({reason}); run by hand: {by_hand}")
+
+
 STEPS: dict[str, Callable[[], object]] = {
     "venv": setup_venv,
     "jars": setup_spark_jars,
@@ -421,6 +497,7 @@ STEPS: dict[str, Callable[[], object]] = {
     "minio": setup_minio,
     "compose": setup_compose,
     "secrets": setup_secrets,
+    "browser": setup_browser,
 }
 
 
