@@ -263,7 +263,9 @@ def silver_events_suite(bounds: EventTimeBounds) -> Suite:
         _not_null(Action.QUARANTINE, *contract.REQUIRED_FIELDS),
         Check(
             "event_type_known",
-            gxe.ExpectColumnValuesToBeInSet(column="event_type", value_set=list(contract.EVENT_TYPES)),
+            gxe.ExpectColumnValuesToBeInSet(
+                column="event_type", value_set=list(contract.EVENT_TYPES)
+            ),
             Action.QUARANTINE,
         ),
         Check(
