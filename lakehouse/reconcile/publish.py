@@ -1,0 +1,33 @@
+"""Where a run's results go: the HTML report on disk and the dq.* tables."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakehouse.paths import state_dir
+from lakehouse.reconcile.gate import GateVerdict
+from lakehouse.reconcile.records import write_records
+from lakehouse.reconcile.report import write_report
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakehouse.config import Settings
+    from lakehouse.reconcile.run import Reconciliation
+
+
+def report_path(run_id: str) -> Path:
+    """{state}/dq/reports/<run id>.html; characters a file name cannot hold become '_'."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    return state_dir() / "dq" / "reports" / f"{safe}.html"
+
+
+def publish(
+    spark: SparkSession, settings: Settings, run: Reconciliation, verdict: GateVerdict
+) -> Path:
+    """Write the report, then the dq records that point to it; returns the report's path."""
+    path = write_report(run, verdict, report_path(run.run_id))
+    write_records(spark, settings, run, verdict, str(path))
+    return path

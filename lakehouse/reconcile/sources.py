@@ -1,0 +1,189 @@
+"""The two things a reconciliation compares: sources, each a set of view tables.
+
+A *source* names where a view's rows come from and which of them are final:
+
+- `batch`: batch.<view> for the ranges ops.batch_runs marks final (interval_start up to
+  final_until), read at the batch table version those runs wrote;
+- a *stream* (the live speed layer, or a replay's outputs, given as SpeedOutputs): its view
+  tables up to its watermark minus the view's settle time, plus the late events it set aside.
+
+Loading a source for a view gives a `Side`: its rows, the accepted events those rows leave out
+on purpose (`Missing`), and the ranges in which its rows are final.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Literal
+
+from pyspark.sql import functions as F
+
+from lakehouse.config import Settings
+from lakehouse.delta_io import read_table, read_table_at, table_exists
+from lakehouse.reconcile.compare import Missing, Range
+from lakehouse.serving import batch_coverage
+from lakehouse.speed_batch import SpeedOutputs
+from lakehouse.tables import Table, table
+from lakehouse.times import EPOCH, from_micros
+from lakehouse.views import VIEWS, View
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+BATCH_RUNS = table("ops.batch_runs")
+
+
+class UnknownSourceError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str  # how reports and dq tables name the side: "batch", "speed", "replay_v3"
+    kind: Literal["batch", "stream"]
+    tables: dict[str, Table]  # view name -> the table holding its rows
+    late: Table | None = None  # stream: the accepted events it set aside as late
+    progress: Table | None = None  # stream: micro-batch progress (the watermark)
+
+
+def batch_source() -> Source:
+    return Source("batch", "batch", {name: table(v.batch_table) for name, v in VIEWS.items()})
+
+
+def stream_source(outputs: SpeedOutputs, name: str) -> Source:
+    """The live speed layer (SpeedOutputs.live()) or a replay version's outputs."""
+    return Source(
+        name,
+        "stream",
+        {
+            "event_counts_1m": outputs.counts,
+            "active_users_10m": outputs.active_users,
+            "user_sessions": outputs.sessions,
+        },
+        late=outputs.late,
+        progress=outputs.progress,
+    )
+
+
+def speed_source() -> Source:
+    return stream_source(SpeedOutputs.live(), "speed")
+
+
+# Sources by the name the CLI, the job and the DAG accept. Replays add theirs by version.
+NAMED_SOURCES = {"batch": batch_source, "speed": speed_source}
+
+
+def named_source(name: str) -> Source:
+    try:
+        return NAMED_SOURCES[name]()
+    except KeyError:
+        raise UnknownSourceError(
+            f"unknown source {name!r}; choose one of: {', '.join(NAMED_SOURCES)}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Side:
+    source: Source
+    rows: DataFrame | None  # None: the table does not exist yet
+    missing: Missing | None
+    closed: list[Range]  # where its rows are final
+
+
+def load_side(spark: SparkSession, settings: Settings, source: Source, v: View) -> Side:
+    if source.kind == "batch":
+        return _load_batch(spark, settings, source, v)
+    return _load_stream(spark, settings, source, v)
+
+
+def _load_stream(spark: SparkSession, settings: Settings, source: Source, v: View) -> Side:
+    # The watermark is read first: rows final under it cannot change while we read them.
+    watermark = _latest_watermark(spark, settings, source.progress)
+    target = source.tables[v.name]
+    rows = read_table(spark, target, settings) if table_exists(spark, target, settings) else None
+    late = None
+    if source.late is not None and table_exists(spark, source.late, settings):
+        events = read_table(spark, source.late, settings)
+        late = Missing(events, f"late events {source.name} set aside")
+    if watermark is None or rows is None:
+        return Side(source, rows, late, [])
+    final_until = watermark - timedelta(seconds=v.settle_seconds)
+    if v.lookahead_seconds is None:
+        # A session still open (it may take on-time events yet) holds the mark at its start.
+        still_open = rows.where(F.col("session_end") >= F.lit(final_until))
+        [[first_open]] = still_open.agg(F.min(F.unix_micros(v.time_column))).collect()
+        if first_open is not None:
+            final_until = min(final_until, from_micros(first_open))
+    return Side(source, rows, late, [(EPOCH, final_until)])
+
+
+def _latest_watermark(
+    spark: SparkSession, settings: Settings, progress: Table | None
+) -> datetime | None:
+    if progress is None or not table_exists(spark, progress, settings):
+        return None
+    latest = (
+        read_table(spark, progress, settings)
+        .orderBy(F.col("processed_at").desc())
+        .select("watermark_micros")
+        .limit(1)
+        .collect()
+    )
+    if not latest or latest[0]["watermark_micros"] is None:
+        return None
+    return from_micros(latest[0]["watermark_micros"])
+
+
+def _load_batch(spark: SparkSession, settings: Settings, source: Source, v: View) -> Side:
+    coverage = batch_coverage(spark, settings, v)
+    rows = read_table_at(spark, source.tables[v.name], settings, coverage.table_version)
+    unread = _unread_late_events(spark, settings, v)
+    missing = None if unread is None else Missing(unread, "late events the batch had not read")
+    return Side(source, rows, missing, coverage.ranges)
+
+
+def _unread_late_events(spark: SparkSession, settings: Settings, v: View) -> DataFrame | None:
+    """Late events that reached bronze after the batch run that owns their rows read it.
+
+    The batch recomputes an interval from bronze as it was then; an event arriving later is
+    in the speed layer's late events but in no batch row until the interval is recomputed.
+    Each late event is matched with the last finished run whose read span includes it (the
+    run that wrote its rows) and is unread if its Kafka timestamp is after that run's newest.
+    """
+    late_table = SpeedOutputs.live().late
+    if not table_exists(spark, late_table, settings) or not table_exists(
+        spark, BATCH_RUNS, settings
+    ):
+        return None
+    runs = (
+        read_table(spark, BATCH_RUNS, settings)
+        .where(F.col("view") == v.name)
+        .select(
+            (F.col("interval_start") - F.make_interval(secs=F.lit(v.lookback_seconds))).alias(
+                "_read_from"
+            ),
+            (
+                F.col("interval_end") + F.make_interval(secs=F.lit(v.lookahead_seconds))
+                if v.lookahead_seconds is not None
+                else F.lit(None).cast("timestamp")
+            ).alias("_read_to"),
+            F.col("ingest_high_water").alias("_high_water"),
+            F.col("finished_at").alias("_finished_at"),
+        )
+    )
+    late = read_table(spark, late_table, settings)
+    reads = (F.col("event_time") >= F.col("_read_from")) & (
+        F.col("_read_to").isNull() | (F.col("event_time") < F.col("_read_to"))
+    )
+    owner = (
+        late.select("event_id", "event_time")
+        .join(F.broadcast(runs), reads)
+        .groupBy("event_id")
+        .agg(F.max_by("_high_water", "_finished_at").alias("_high_water"))
+    )
+    return (
+        late.join(owner, "event_id", "left")
+        .where(F.col("_high_water").isNull() | (F.col("kafka_timestamp") > F.col("_high_water")))
+        .drop("_high_water")
+    )
