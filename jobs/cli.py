@@ -1,6 +1,7 @@
 """`tributary`: ask the lakehouse questions from a terminal, without writing Spark code.
 
     python -m jobs.cli query event_counts_1m --from 2026-11-25T10:00Z --to 2026-11-25T12:00Z
+    python -m jobs.cli compare --left batch --right speed [--view ...] [--from ...] [--record]
 
 (`make query ARGS="event_counts_1m --from ... --to ..."` runs the same.) Answers come from
 the serving layer: batch results where the batch layer has run, speed results after that.
@@ -10,13 +11,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 
+from jobs import reconcile as job
 from lakehouse.config import ConfigError, get_settings
 from lakehouse.spark import SparkSetupError, get_spark
+from lakehouse.tables import RECONCILE
 from lakehouse.times import as_utc
 from lakehouse.views import VIEWS
+from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,6 +78,35 @@ def query(args: argparse.Namespace) -> int:
     return 0
 
 
+def compare(args: argparse.Namespace) -> int:
+    """The reconciliation's summary in the terminal; dq tables and report only with --record.
+    Exit status as `python -m jobs.reconcile` (0 passed, 2 bad arguments, 3 nothing to
+    compare, 4 gate failed)."""
+    try:
+        request = job.checked_request(args)
+        settings = get_settings()
+        spark = get_spark("tributary-compare", settings)
+        if args.record:
+            now = datetime.now(UTC)
+            run_id = args.run_id or f"cli:{request.left}-{request.right}:{now:%Y%m%dT%H%M%S}"
+            with exclusive_writer(settings, RECONCILE, wait_seconds=job.LOCK_WAIT_SECONDS):
+                return job.reconcile_and_record(spark, settings, request, run_id)
+        run = job.compare_sources(spark, settings, request, run_id="(not recorded)")
+    except job.BadArguments as err:
+        print(f"tributary compare: {err}; nothing written", file=sys.stderr)
+        return job.EXIT_BAD_ARGUMENTS
+    from lakehouse.reconcile import gate, summary_text
+
+    try:
+        verdict = gate(run)
+        print(summary_text(run, verdict))
+    finally:
+        run.release()
+    if not run.compared:
+        return job.EXIT_NOTHING_COMPARED
+    return job.EXIT_PASSED if verdict.passed else job.EXIT_GATE_FAILED
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tributary", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -87,6 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--format", choices=["table", "csv"], default="table")
     q.add_argument("--with-users", action="store_true", help="show active_users_10m's user lists")
     q.set_defaults(run=query)
+    c = commands.add_parser(
+        "compare", help="reconcile two sources (batch, speed) window by window: the summary"
+    )
+    job.add_comparison_arguments(c)
+    c.add_argument(
+        "--record", action="store_true", help="also write dq.* and the HTML report (as the job)"
+    )
+    c.add_argument("--run-id", help="with --record: the run's identity in dq.*")
+    c.set_defaults(run=compare)
     return parser
 
 
@@ -94,7 +136,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))
-    except (ConfigError, SparkSetupError) as err:
+    except (ConfigError, SparkSetupError, WriterBusyError) as err:
         print(f"tributary: {err}", file=sys.stderr)
         return 1
 

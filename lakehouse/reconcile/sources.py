@@ -187,3 +187,28 @@ def _unread_late_events(spark: SparkSession, settings: Settings, v: View) -> Dat
         .where(F.col("_high_water").isNull() | (F.col("kafka_timestamp") > F.col("_high_water")))
         .drop("_high_water")
     )
+
+
+def batch_runs_span(
+    spark: SparkSession, settings: Settings, run_ids: list[str]
+) -> tuple[Range | None, list[str]]:
+    """[first interval start, last interval end) of the recorded batch runs, and the ids of
+    those not recorded. What an asset-triggered reconciliation compares: what just changed."""
+    if not table_exists(spark, BATCH_RUNS, settings):
+        return None, run_ids
+    rows = (
+        read_table(spark, BATCH_RUNS, settings)
+        .where(F.col("run_id").isin(run_ids))
+        .groupBy("run_id")
+        .agg(
+            F.min(F.unix_micros("interval_start")).alias("start"),
+            F.max(F.unix_micros("interval_end")).alias("end"),
+        )
+        .collect()
+    )
+    unknown = sorted(set(run_ids) - {r["run_id"] for r in rows})
+    if not rows:
+        return None, unknown
+    start = from_micros(min(r["start"] for r in rows))
+    end = from_micros(max(r["end"] for r in rows))
+    return (start, end), unknown

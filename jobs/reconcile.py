@@ -1,0 +1,212 @@
+"""Reconcile two sources of the views, window by window, and gate on the result.
+
+    python -m jobs.reconcile --left batch --right speed [--view event_counts_1m ...]
+                             [--from 2026-11-25T10:00Z] [--to 2026-11-25T12:00Z]
+                             [--batch-run <batch run id> ...] [--run-id <id>]
+
+Compares every key of every view that is final on both sides (batch: up to the final-until
+mark of its runs; speed: up to its watermark minus the view's settle time), within
+[--from, --to) or the intervals of the given batch runs. A difference is explained when the
+late events one side set aside (or the batch had not read yet) account for it exactly.
+
+Writes dq.reconciliation_windows and dq.reconciliation_runs (a rerun with the same --run-id
+replaces its own rows) and the HTML report {state}/dq/reports/<run id>.html, then prints the
+summary and `reconcile report: <path>`.
+
+Exit status: 0 gate passed; 1 cannot run (config, storage, Spark, another reconcile writing);
+2 bad arguments (nothing written); 3 nothing to compare: no window final on both sides
+(nothing written); 4 gate failed: more windows than dq.max_unexplained_windows have an
+unexplained difference beyond their threshold (the count and first windows are printed;
+the report and dq records are written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from lakehouse.config import ConfigError, Settings, get_settings
+from lakehouse.spark import SparkSetupError, get_spark
+from lakehouse.storage import StorageError, ensure_bucket
+from lakehouse.tables import RECONCILE
+from lakehouse.times import as_utc
+from lakehouse.views import VIEWS
+from lakehouse.writer_lock import WriterBusyError, exclusive_writer
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakehouse.reconcile import GateVerdict, Reconciliation
+
+EXIT_PASSED = 0
+EXIT_CANNOT_RUN = 1
+EXIT_BAD_ARGUMENTS = 2
+EXIT_NOTHING_COMPARED = 3
+EXIT_GATE_FAILED = 4
+SOURCES = ("batch", "speed")  # lakehouse.reconcile.sources.NAMED_SOURCES
+REPORT_PREFIX = "reconcile report: "
+RESULT_PREFIX = "reconcile result: "
+LOCK_WAIT_SECONDS = 900
+
+
+class BadArguments(Exception):
+    """The request cannot be run as given; nothing is written."""
+
+
+def moment(text: str) -> datetime:
+    try:
+        return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO-8601 time (e.g. 2026-11-25T10:00Z)"
+        ) from None
+
+
+def add_comparison_arguments(parser: argparse.ArgumentParser) -> None:
+    """What to compare: shared by this job and `tributary compare`."""
+    parser.add_argument("--left", choices=SOURCES, default="batch", help="left side (batch)")
+    parser.add_argument("--right", choices=SOURCES, default="speed", help="right side (speed)")
+    parser.add_argument(
+        "--view",
+        dest="views",
+        action="append",
+        choices=list(VIEWS),
+        help="a view to compare (repeatable; default: every view)",
+    )
+    parser.add_argument("--from", dest="start", type=moment, help="first instant (UTC)")
+    parser.add_argument("--to", dest="end", type=moment, help="end instant, exclusive (UTC)")
+    parser.add_argument(
+        "--batch-run",
+        dest="batch_runs",
+        action="append",
+        default=[],
+        help="compare the interval(s) this batch run recomputed (repeatable; Airflow passes "
+        "the runs whose assets triggered it)",
+    )
+
+
+@dataclass(frozen=True)
+class Request:
+    left: str
+    right: str
+    views: list[str]
+    start: datetime | None
+    end: datetime | None
+    batch_runs: list[str]
+
+
+def checked_request(args: argparse.Namespace) -> Request:
+    if args.left == args.right:
+        raise BadArguments(f"--left and --right are both {args.left!r}: compare two sources")
+    if args.start and args.end and args.start >= args.end:
+        raise BadArguments(f"--from {args.start} is not before --to {args.end}")
+    if args.batch_runs and (args.start or args.end):
+        raise BadArguments("give --batch-run or --from/--to, not both")
+    views = list(dict.fromkeys(args.views or VIEWS))
+    return Request(args.left, args.right, views, args.start, args.end, args.batch_runs)
+
+
+def compare_sources(
+    spark: SparkSession, settings: Settings, request: Request, run_id: str
+) -> Reconciliation:
+    from lakehouse.reconcile import named_source, reconcile
+    from lakehouse.reconcile.sources import batch_runs_span
+
+    start, end = request.start, request.end
+    if request.batch_runs:
+        span, unknown = batch_runs_span(spark, settings, request.batch_runs)
+        if unknown:
+            raise BadArguments(f"no batch run recorded in ops.batch_runs as {', '.join(unknown)}")
+        assert span is not None
+        start, end = span
+    return reconcile(
+        spark,
+        settings,
+        named_source(request.left),
+        named_source(request.right),
+        request.views,
+        run_id,
+        datetime.now(UTC),
+        start,
+        end,
+    )
+
+
+def result_line(run: Reconciliation, verdict: GateVerdict, report: str | None) -> str:
+    return RESULT_PREFIX + json.dumps(
+        {
+            "run_id": run.run_id,
+            "left": run.left,
+            "right": run.right,
+            "passed": verdict.passed,
+            "beyond_threshold": verdict.beyond_threshold,
+            "report": report,
+            "views": {
+                v.view: {**v.counts, "compared": v.compared, "note": v.note} for v in run.views
+            },
+        }
+    )
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.reconcile",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_comparison_arguments(parser)
+    parser.add_argument("--run-id", help="the run's identity in dq.* (Airflow passes its run id)")
+    args = parser.parse_args(argv)
+    try:
+        request = checked_request(args)
+    except BadArguments as err:
+        print(f"reconcile: {err}; nothing written", file=sys.stderr)
+        return EXIT_BAD_ARGUMENTS
+    now = datetime.now(UTC)
+    run_id = args.run_id or f"manual:{request.left}-{request.right}:{now:%Y%m%dT%H%M%S}"
+    try:
+        settings = get_settings()
+        if settings.storage.on_s3:
+            ensure_bucket(settings)
+        with exclusive_writer(settings, RECONCILE, wait_seconds=LOCK_WAIT_SECONDS):
+            spark = get_spark(RECONCILE, settings)
+            return reconcile_and_record(spark, settings, request, run_id)
+    except BadArguments as err:
+        print(f"reconcile: {err}; nothing written", file=sys.stderr)
+        return EXIT_BAD_ARGUMENTS
+    except (ConfigError, SparkSetupError, StorageError, WriterBusyError) as err:
+        print(f"reconcile: {err}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+
+
+def reconcile_and_record(
+    spark: SparkSession, settings: Settings, request: Request, run_id: str
+) -> int:
+    from lakehouse.reconcile import gate, publish, summary_text
+
+    print(f"==> reconcile {request.left} vs {request.right} (run {run_id})", flush=True)
+    run = compare_sources(spark, settings, request, run_id)
+    try:
+        verdict = gate(run)
+        if not run.compared:
+            print(summary_text(run, verdict), flush=True)
+            print("reconcile: no window is final on both sides: nothing written", file=sys.stderr)
+            return EXIT_NOTHING_COMPARED
+        path = publish(spark, settings, run, verdict)
+    finally:
+        run.release()
+    print(summary_text(run, verdict), flush=True)
+    print(REPORT_PREFIX + str(path), flush=True)
+    print(result_line(run, verdict, str(path)), flush=True)
+    if not verdict.passed:
+        print(verdict.message(), file=sys.stderr, flush=True)
+        return EXIT_GATE_FAILED
+    return EXIT_PASSED
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
