@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from pathlib import Path
 
 import pytest
 
 from lakehouse.config import Settings
 from tests.integration.airflow_client import Api, login
+from tests.integration.browser import Browser, start_browser
 
 
 @pytest.fixture(scope="module")
@@ -16,3 +18,34 @@ def api(airflow_up: str, minio_settings: Settings) -> Iterator[Api]:
     client = login(airflow_up, minio_settings)
     yield client
     client.close()
+
+
+# --- browser tests ---------------------------------------------------------------------------
+
+FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Remember a failed test body, so that the `browser` fixture keeps its last screen."""
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[FAILED] = True
+    return report
+
+
+@pytest.fixture
+def browser(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Browser]:
+    """Headless Chromium (Debian's, driven through /usr/bin/chromedriver) with a new empty
+    profile and a 1400x1000 window; `browser.screenshot(name)` keeps the page under
+    tests/artifacts/screenshots/. Fails, never skips, when Chromium is not installed. A failed
+    test's last screen is kept as FAILED-<test>.png."""
+    driver = start_browser(tmp_path / "chromium")
+    try:
+        yield driver
+    finally:
+        if request.node.stash.get(FAILED, False):
+            driver.screenshot(f"FAILED-{request.node.name}")
+        driver.quit()
