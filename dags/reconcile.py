@@ -1,0 +1,152 @@
+"""Reconciles batch vs speed after every batch run, and on demand (jobs/reconcile.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import Asset, Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+log = logging.getLogger("tributary.dags.reconcile")
+
+# lakehouse.views.VIEWS and lakehouse.reconcile NAMED_SOURCES; not imported, as DAG files
+# import lakehouse only in tasks.
+VIEWS = ["event_counts_1m", "active_users_10m", "user_sessions"]
+SOURCES = ["batch", "speed"]
+# The batch_layer DAG's outlets. A list means "all of them": its one task updates the three
+# together, so each batch run triggers exactly one reconciliation (with `|`, each asset
+# event could start a run of its own).
+BATCH_ASSETS = [Asset(name=f"batch.{v}", uri=f"tributary://batch/{v}") for v in VIEWS]
+# The first windows named in a failure message come from the job's own lines.
+GATE_LINE = "reconciliation gate failed"
+
+DOC = """
+### Reconcile
+
+Compares two sources of the views **window by window** (`python -m jobs.reconcile`): for
+every key final on both sides, both values, the difference, and whether the late events
+explain it (`batch = speed + late`). Results go to `dq.reconciliation_runs` and
+`dq.reconciliation_windows` (keyed by this run's id) and to an **HTML report**
+(`<state>/dq/reports/<run id>.html`, path in the task log: `reconcile report: ...`).
+
+- **After every batch run**: triggered by the batch layer's assets (`batch.<view>`), it
+  compares batch vs speed over the interval(s) those batch runs recomputed.
+- **By hand**: *Trigger DAG* with `left`/`right` (batch, speed), a `view` (or all), and an
+  optional `start`/`end` range (UTC; empty: every final window).
+
+The task **fails** when more windows than `dq.max_unexplained_windows` have a difference no
+late event explains beyond the metric's threshold (`dq.thresholds` in config/base.yaml;
+counts are exact by default); the message gives the count and the first windows. It is
+**skipped** when no window is final on both sides yet. A failed gate blocks promotion.
+"""
+
+
+@dag(
+    dag_id="reconcile",
+    schedule=BATCH_ASSETS,
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    # A retry helps when Spark or storage hiccup; a failed gate fails at once (no retry).
+    default_args={"retries": 1, "retry_delay": timedelta(minutes=1)},
+    tags=["tributary", "data-quality"],
+    description="Batch vs speed per window after each batch run: dq.* records, HTML report, gate",
+    doc_md=DOC,
+    params={
+        "left": Param("batch", enum=SOURCES, title="Left side"),
+        "right": Param("speed", enum=SOURCES, title="Right side"),
+        "view": Param("all", enum=["all", *VIEWS], title="View"),
+        "start": Param(
+            None,
+            type=["null", "string"],
+            format="date-time",
+            title="Start (UTC)",
+            description="Empty: every final window (or the triggering batch runs' intervals)",
+        ),
+        "end": Param(
+            None,
+            type=["null", "string"],
+            format="date-time",
+            title="End (UTC)",
+            description="Empty: up to the newest final window. Else the end, exclusive",
+        ),
+    },
+)
+def reconcile() -> None:
+    @task(execution_timeout=timedelta(hours=1))
+    def compare() -> dict[str, Any]:
+        from jobs.reconcile import (
+            EXIT_BAD_ARGUMENTS,
+            EXIT_GATE_FAILED,
+            EXIT_NOTHING_COMPARED,
+            REPORT_PREFIX,
+            RESULT_PREFIX,
+        )
+        from lakehouse.job_runner import run_job
+
+        context = get_current_context()
+        outcome = run_job(
+            "jobs.reconcile", [*_arguments(context), "--run-id", context["run_id"]], log.info
+        )
+        report = outcome.last(REPORT_PREFIX)
+        if report:
+            log.info("reconciliation report: %s", report)
+        if outcome.returncode == EXIT_NOTHING_COMPARED:
+            raise AirflowSkipException("no window is final on both sides yet: nothing compared")
+        if outcome.returncode == EXIT_BAD_ARGUMENTS:
+            raise AirflowFailException("bad parameters: see the log above")
+        if outcome.returncode == EXIT_GATE_FAILED:
+            raise AirflowFailException(f"{_gate_failure(outcome.lines)}\nreport: {report}")
+        if outcome.returncode != 0:
+            raise RuntimeError(f"jobs.reconcile stopped with status {outcome.returncode}")
+        result = outcome.last(RESULT_PREFIX)
+        assert result is not None, "the reconcile job printed no result line"
+        summary: dict[str, Any] = json.loads(result)
+        return summary
+
+    compare()
+
+
+def _arguments(context: Any) -> list[str]:
+    params = context["params"]
+    args = ["--left", params["left"], "--right", params["right"]]
+    if params.get("view") and params["view"] != "all":
+        args += ["--view", params["view"]]
+    if params.get("start"):
+        args += ["--from", str(params["start"])]
+    if params.get("end"):
+        args += ["--to", str(params["end"])]
+    if not (params.get("start") or params.get("end")):
+        # Asset-triggered: what the triggering batch runs just recomputed.
+        batch_runs = sorted(
+            {
+                event.source_run_id
+                for events in (context.get("triggering_asset_events") or {}).values()
+                for event in events
+                if event.source_run_id
+            }
+        )
+        for run_id in batch_runs:
+            args += ["--batch-run", run_id]
+    return args
+
+
+def _gate_failure(lines: list[str]) -> str:
+    """The job's gate message: the count, then the first windows (indented lines). The last
+    one: the summary before it repeats the first line alone."""
+    found = [i for i, line in enumerate(lines) if line.startswith(GATE_LINE)]
+    start = found[-1] if found else None
+    if start is None:
+        return GATE_LINE
+    message = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        message.append(line)
+    return "\n".join(message)
+
+
+reconcile()
