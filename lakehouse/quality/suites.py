@@ -31,6 +31,7 @@ from great_expectations.expectations.row_conditions import (
 )
 
 from lakehouse import events as contract
+from lakehouse.views import view
 
 
 class Action(StrEnum):
@@ -73,7 +74,10 @@ class Suite:
         suite = gx.ExpectationSuite(name=self.name)
         for c in self.checks:
             meta = {**(c.expectation.meta or {}), "check": c.name, "action": c.action.value}
-            suite.add_expectation(c.expectation.copy(deep=True, update={"meta": meta, "id": None}))
+            notes = f"{c.name}: when broken, {c.action.value}"
+            suite.add_expectation(
+                c.expectation.copy(deep=True, update={"meta": meta, "notes": notes, "id": None})
+            )
         return suite
 
 
@@ -316,11 +320,12 @@ def quarantine_suite() -> Suite:
     )
 
 
-def _window_checks(length_minutes: int, key: str) -> list[Check]:
+def _window_checks(name: str, length_minutes: int) -> list[Check]:
+    keys = view(name).keys  # the views registry owns the keys the MERGEs rely on
     return [
         *_types(Action.FAIL, **VIEW_WINDOW_TYPES, events="LongType"),
-        *_not_null(Action.FAIL, "window_start", key),
-        _unique(Action.FAIL, "window_start", key),
+        *_not_null(Action.FAIL, *keys),
+        _unique(Action.FAIL, *keys),
         _no_rows(
             "window_bounds_consistent",
             f"window_end IS NULL OR window_end <> window_start + INTERVAL {length_minutes} "
@@ -335,7 +340,7 @@ def event_counts_suite(name: str = "speed.event_counts_1m") -> Suite:
     """1-minute tumbling windows per event_type (speed, batch or a replay's copy)."""
     return _suite(
         name,
-        _window_checks(1, "event_type"),
+        _window_checks("event_counts_1m", 1),
         _types(Action.FAIL, amount_sum="DecimalType"),
         _non_negative(Action.FAIL, "events", "amount_sum"),
     )
@@ -345,7 +350,7 @@ def active_users_suite(name: str = "speed.active_users_10m") -> Suite:
     """10-minute windows sliding by a minute, per page: a set of users and a count."""
     return _suite(
         name,
-        _window_checks(10, "page"),
+        _window_checks("active_users_10m", 10),
         _types(Action.FAIL, active_users="IntegerType"),
         _non_negative(Action.FAIL, "events", "active_users"),
         _no_rows(
@@ -369,8 +374,8 @@ def user_sessions_suite(name: str = "speed.user_sessions") -> Suite:
             revenue="DecimalType",
             duration_seconds="LongType",
         ),
-        _not_null(Action.FAIL, "user_id", "session_start", "session_end"),
-        _unique(Action.FAIL, "user_id", "session_start"),
+        _not_null(Action.FAIL, *view("user_sessions").keys, "session_end"),
+        _unique(Action.FAIL, *view("user_sessions").keys),
         _non_negative(Action.FAIL, "events", "revenue"),
         Check(
             "session_end_not_before_start",

@@ -416,6 +416,8 @@ def test_data_docs_are_written_and_name_the_suite(spark, tmp_path) -> None:
     assert first.data_docs == second.data_docs == docs.resolve() / "index.html"
     index = (docs / "index.html").read_text()
     assert "silver.events" in index
+    suite_page = (docs / "expectations" / "silver" / "events.html").read_text()
+    assert "user_id_not_null: when broken, quarantine" in suite_page, "actions are documented"
     assert second.data_docs_page is not None and second.data_docs_page.exists()
     assert second.data_docs_examples_page is not None and second.data_docs_examples_page.exists()
     assert "scheduled__2026-03-01" in str(second.data_docs_page)
