@@ -42,8 +42,12 @@ def start_query(
     outputs: SpeedOutputs,
     available_now: bool,
     topic: str | None = None,
+    starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
 ) -> StreamingQuery:
-    checkpoint = outputs.progress.checkpoint(QUERY_NAME, settings)
+    """The speed layer's query into `outputs` (the live tables, or a replay's). The starting
+    offsets only count on a first start: afterwards the checkpoint knows where it is."""
+    checkpoint = outputs.checkpoint(settings)
     processor = MicroBatchProcessor(
         settings, outputs, checkpoint, end_offsets=lambda: end_offsets(settings, topic)
     )
@@ -51,10 +55,11 @@ def start_query(
         spark,
         settings,
         topic=topic,
-        max_offsets_per_trigger=settings.speed.max_offsets_per_trigger,
+        starting_offsets=starting_offsets,
+        max_offsets_per_trigger=max_offsets_per_trigger or settings.speed.max_offsets_per_trigger,
     )
     writer = (
-        stream.writeStream.queryName(QUERY_NAME)
+        stream.writeStream.queryName(outputs.name)
         .foreachBatch(processor)
         .option("checkpointLocation", checkpoint)
     )

@@ -110,6 +110,14 @@ class ServicesSettings(_Frozen):
     airflow_parallelism: int = Field(ge=1, le=64)
 
 
+class ReplaySettings(_Frozen):
+    # Records per micro-batch of a replay. Large on purpose: a replay of events that are all
+    # in the log already need not set any aside as late, and one big batch sees them all.
+    max_offsets_per_trigger: int = Field(ge=1)
+    # Seconds between progress lines in the log while a replay runs.
+    progress_every_seconds: float = Field(gt=0)
+
+
 class DqSettings(_Frozen):
     # Allowed unexplained absolute difference per measure (a view column, e.g. events,
     # amount_sum, revenue); a measure not listed must match exactly.
@@ -139,6 +147,7 @@ class Settings(_Frozen):
     storage: StorageSettings
     s3: S3Settings
     speed: SpeedSettings
+    replay: ReplaySettings
     spark: SparkSettings
     airflow: AirflowSettings
     services: ServicesSettings

@@ -9,12 +9,16 @@ A consistent read while the batch layer writes: the coverage and the batch table
 both come from one snapshot of ops.batch_runs, and the batch table is read at that version
 (time travel). Rows a batch run is writing right now are not in that version, and its run
 record, written last, is not in that snapshot either.
+
+In kappa mode there is no batch layer: the corrected side is the replay version that
+ops.serving_pointer makes active (lakehouse.versions), covering from its first window up to
+its watermark; promotion and rollback switch that pointer in one commit.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import reduce
 from typing import TYPE_CHECKING
 
@@ -22,7 +26,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.config import Settings
 from lakehouse.delta_io import read_table, read_table_at, table_exists
-from lakehouse.tables import Table, table
+from lakehouse.tables import table
 from lakehouse.times import from_micros
 from lakehouse.views import VIEWS, View, view
 
@@ -83,32 +87,73 @@ def batch_coverage(spark: SparkSession, settings: Settings, v: View) -> Coverage
     return Coverage(ranges, max(int(r["table_version"]) for r in runs))
 
 
+@dataclass(frozen=True)
+class CorrectedSide:
+    """Where final, complete results come from: the batch layer (lambda) or the promoted
+    replay version (kappa), and the instants they cover."""
+
+    name: str  # "batch" or "replay_<version>"
+    rows: DataFrame | None
+    coverage: Coverage
+
+
+def corrected_side(spark: SparkSession, settings: Settings, v: View, mode: str) -> CorrectedSide:
+    if mode == "lambda":
+        coverage = batch_coverage(spark, settings, v)
+        rows = read_table_at(spark, table(v.batch_table), settings, coverage.table_version)
+        return CorrectedSide("batch", rows, coverage)
+    from lakehouse.versions import LIVE, active_version, outputs_of
+
+    active = active_version(spark, settings)
+    if active == LIVE:
+        return CorrectedSide(LIVE, None, Coverage([], None))
+    outputs = outputs_of(active)
+    target = outputs.view_table(v.name)
+    if not table_exists(spark, outputs.progress, settings):
+        return CorrectedSide(outputs.name, None, Coverage([], None))
+    # The watermark first: rows final under it cannot change while they are read.
+    [[watermark]] = (
+        read_table(spark, outputs.progress, settings).agg(F.max("watermark_micros")).collect()
+    )
+    rows = read_table(spark, target, settings)
+    [[first]] = rows.agg(F.min(F.unix_micros(v.time_column))).collect()
+    if watermark is None or first is None:
+        return CorrectedSide(outputs.name, rows, Coverage([], None))
+    until = from_micros(watermark) - timedelta(seconds=v.settle_seconds)
+    return CorrectedSide(
+        outputs.name, rows, Coverage(merge_ranges([(from_micros(first), until)]), None)
+    )
+
+
 def serve(
     spark: SparkSession,
     settings: Settings,
     view_name: str,
     start: datetime | None = None,
     end: datetime | None = None,
-    speed_table: Table | None = None,
+    mode: str | None = None,
 ) -> tuple[DataFrame, Coverage]:
     """The view's rows with time in [start, end), each from the side that owns it, with a
-    `source` column ('batch' or 'speed'). `speed_table` replaces speed.<view> (kappa mode)."""
+    `source` column: the corrected side ('batch', or the promoted 'replay_<version>' in
+    kappa mode) where it covers, the live speed layer ('speed') elsewhere."""
     v = view(view_name)
-    coverage = batch_coverage(spark, settings, v)
-    speed = speed_table or table(v.speed_table)
+    corrected = corrected_side(spark, settings, v, mode or settings.mode)
+    coverage = corrected.coverage
+    speed = table(v.speed_table)
     parts = []
-    batch = read_table_at(spark, table(v.batch_table), settings, coverage.table_version)
-    if batch is not None:
+    if corrected.rows is not None:
         parts.append(
-            batch.where(coverage.contains(v.time_column)).withColumn("source", F.lit("batch"))
+            corrected.rows.where(coverage.contains(v.time_column)).withColumn(
+                "source", F.lit(corrected.name)
+            )
         )
     if table_exists(spark, speed, settings):
         fresh = read_table(spark, speed, settings).where(~coverage.contains(v.time_column))
         parts.append(fresh.withColumn("source", F.lit("speed")))
     if not parts:
         raise NoServingDataError(
-            f"nothing to serve for {v.name}: neither {v.batch_table} nor {speed.name} exists "
-            "yet (run the speed layer)"
+            f"nothing to serve for {v.name}: neither {corrected.name} nor {speed.name} has "
+            "results yet (run the speed layer)"
         )
     served = reduce(lambda a, b: a.unionByName(b), parts)
     if start is not None:

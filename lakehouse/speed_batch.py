@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from lakehouse.checkpoints import checkpoint_query_id
 from lakehouse.config import Settings
 from lakehouse.delta_io import append_once, merge_once, read_table_at, table_exists, table_version
-from lakehouse.tables import Table, table
+from lakehouse.tables import REPLAY, SPEED, Table, table
 from lakehouse.transforms.bronze import to_raw_records
 from lakehouse.transforms.dedup import drop_seen_events, first_delivery_per_event
 from lakehouse.transforms.lateness import (
@@ -56,6 +56,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 
+LIVE = SPEED
+
+
 @dataclass(frozen=True)
 class SpeedOutputs:
     """The tables one speed-layer application writes (the live ones, or a replay's)."""
@@ -73,7 +76,7 @@ class SpeedOutputs:
     @classmethod
     def live(cls) -> SpeedOutputs:
         return cls(
-            name="speed_layer",
+            name=LIVE,
             raw=table("bronze.events_raw"),
             quarantine=table("bronze.quarantine"),
             silver=table("silver.events"),
@@ -83,6 +86,39 @@ class SpeedOutputs:
             late=table("speed.late_events"),
             progress=table("ops.speed_progress"),
         )
+
+    @classmethod
+    def replay(cls, version: str) -> SpeedOutputs:
+        """A replay's own tables, `replay_<version>.*`: same layout as the live ones."""
+        stage = f"replay_{version}"
+
+        def own(name: str, like: str) -> Table:
+            live = table(like)
+            return Table(f"{stage}.{name}", REPLAY, live.description, live.partition_by)
+
+        return cls(
+            name=stage,
+            raw=own("events_raw", "bronze.events_raw"),
+            quarantine=own("quarantine", "bronze.quarantine"),
+            silver=own("events", "silver.events"),
+            counts=own("event_counts_1m", "speed.event_counts_1m"),
+            active_users=own("active_users_10m", "speed.active_users_10m"),
+            sessions=own("user_sessions", "speed.user_sessions"),
+            late=own("late_events", "speed.late_events"),
+            progress=own("progress", "ops.speed_progress"),
+        )
+
+    def checkpoint(self, settings: Settings) -> str:
+        """The streaming checkpoint of the query that writes these tables."""
+        return self.progress.checkpoint(self.name, settings)
+
+    def view_table(self, view_name: str) -> Table:
+        """The table holding one of the views (lakehouse.views) in this output set."""
+        return {
+            "event_counts_1m": self.counts,
+            "active_users_10m": self.active_users,
+            "user_sessions": self.sessions,
+        }[view_name]
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ class Table:
 
 SPEED = "speed_layer"
 BATCH = "batch_layer"
+REPLAY = "replay"  # replay_<version>.* tables (SpeedOutputs.replay) and ops.replay_versions
+VERSIONS = "versions"  # ops.serving_pointer: promotion, rollback, removal of replay versions
 RECONCILE = "reconcile"
 
 TABLES: dict[str, Table] = {
@@ -99,6 +101,16 @@ TABLES: dict[str, Table] = {
             "batch.user_sessions",
             BATCH,
             "Per-user sessions, recomputed complete from bronze",
+        ),
+        Table(
+            "ops.replay_versions",
+            REPLAY,
+            "Replay versions' life: planned (offset ranges, gaps), caught up (records, rate)",
+        ),
+        Table(
+            "ops.serving_pointer",
+            VERSIONS,
+            "Which stream output the serving layer reads: one row per promotion or rollback",
         ),
         Table(
             "ops.batch_runs",

@@ -1,0 +1,276 @@
+"""Kappa replay: the speed layer's own code over the Kafka log, into a new version.
+
+    python -m jobs.replay --dry-run                            # what a replay would read
+    python -m jobs.replay                                      # from earliest into the next vN
+    python -m jobs.replay --start timestamp --timestamp 2026-11-25T10:00Z --version v7
+    python -m jobs.replay --start offsets --offsets '{"0": 120, "1": 0, "2": 42}'
+    python -m jobs.replay --live                               # keep consuming after the end
+
+Writes `replay_<version>.*` (bronze copy, quarantine, silver, the views, late events,
+progress) with its own checkpoint and writer id; the live stream keeps running untouched.
+Killed, it resumes where it stopped when run again with the same --version. Before starting,
+the retention guard refuses a start the log no longer holds (--force replays what exists and
+records the gap). Promote the result with `python -m jobs.versions promote <version>`.
+
+Exit status: 0 done, 1 cannot run (Kafka, Spark, storage, another replay running), 2 bad
+request (nothing written), 3 the replay failed (run it again to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from jobs.speed_layer import QueryFailedError, StopRequest, start_query
+from lakehouse.config import ConfigError, Settings, get_settings
+from lakehouse.kafka_io import KafkaUnavailableError
+from lakehouse.kafka_offsets import UnknownTopicError
+from lakehouse.paths import state_dir
+from lakehouse.replay import (
+    ReplayPlan,
+    ReplayRequestError,
+    ReplayStart,
+    check_version_name,
+    plan_replay,
+    records_done,
+)
+from lakehouse.spark import SparkSetupError, get_spark
+from lakehouse.speed_batch import SpeedOutputs
+from lakehouse.storage import StorageError, ensure_bucket
+from lakehouse.tables import REPLAY
+from lakehouse.times import as_utc
+from lakehouse.writer_lock import WriterBusyError, exclusive_writer
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+EXIT_CANNOT_RUN, EXIT_BAD_REQUEST, EXIT_FAILED = 1, 2, 3
+RESULT_PREFIX = "replay result: "
+
+
+def moment(text: str) -> datetime:
+    try:
+        return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO-8601 time (e.g. 2026-11-25T10:00Z)"
+        ) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.replay",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--start", default="earliest", help="earliest | timestamp | offsets")
+    parser.add_argument("--timestamp", type=moment, help="with --start timestamp (UTC)")
+    parser.add_argument("--offsets", help='with --start offsets: {"<partition>": <offset>, ...}')
+    parser.add_argument("--version", help="the new version's name (default: the next vN)")
+    parser.add_argument("--topic", help="the log to replay (default: the configured topic)")
+    parser.add_argument("--live", action="store_true", help="keep consuming after the end")
+    parser.add_argument("--dry-run", action="store_true", help="plan and report; write nothing")
+    parser.add_argument(
+        "--force", action="store_true", help="replay what exists when retention deleted the start"
+    )
+    parser.add_argument("--max-offsets-per-trigger", type=int, help="records per micro-batch")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    now = datetime.now(UTC)
+    try:
+        start = ReplayStart.parse(args.start, args.timestamp, args.offsets, now)
+        if args.version:
+            check_version_name(args.version)
+        if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger < 1:
+            raise ReplayRequestError("--max-offsets-per-trigger must be at least 1")
+        settings = get_settings()
+        topic = args.topic or settings.kafka.topic
+        plan = plan_replay(settings, topic, start, force=args.force)
+        if args.dry_run:
+            print(plan.report())
+            print("dry run: nothing written", flush=True)
+            print(RESULT_PREFIX + json.dumps(_plan_summary(plan, args.version)), flush=True)
+            return 0
+        if settings.storage.on_s3:
+            ensure_bucket(settings)
+        with exclusive_writer(settings, REPLAY):
+            spark = get_spark(REPLAY, settings)
+            version = _version_to_write(spark, settings, args.version)
+            return run_replay(spark, settings, plan, version, args)
+    except (ReplayRequestError, UnknownTopicError) as err:
+        print(f"replay: {err}; nothing written", file=sys.stderr)
+        return EXIT_BAD_REQUEST
+    except (
+        ConfigError,
+        KafkaUnavailableError,
+        SparkSetupError,
+        StorageError,
+        WriterBusyError,
+    ) as err:
+        print(f"replay: {err}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+
+
+def _version_to_write(spark: SparkSession, settings: Settings, asked: str | None) -> str:
+    from lakehouse.versions import list_versions, next_version
+
+    if asked is None:
+        return next_version(spark, settings)
+    existing = {v.version: v for v in list_versions(spark, settings)}
+    if asked in existing and existing[asked].status in ("caught_up", "removed"):
+        raise ReplayRequestError(
+            f"version {asked} already exists ({existing[asked].status}): choose another name"
+        )
+    return asked  # new, or one that was interrupted: it resumes from its checkpoint
+
+
+def run_replay(
+    spark: SparkSession,
+    settings: Settings,
+    plan: ReplayPlan,
+    version: str,
+    args: argparse.Namespace,
+) -> int:
+    from lakehouse.versions import record_version_event
+
+    outputs = SpeedOutputs.replay(version)
+    record_version_event(spark, settings, version, "planned", plan)
+    print(plan.report(), flush=True)
+    print(f"==> replay {version}: writing {outputs.name}.*", flush=True)
+    began = time.monotonic()
+    query = start_query(
+        spark,
+        settings,
+        outputs,
+        available_now=not args.live,
+        topic=plan.topic,
+        starting_offsets=plan.spark_starting_offsets(),
+        max_offsets_per_trigger=args.max_offsets_per_trigger
+        or settings.replay.max_offsets_per_trigger,
+    )
+    stop = StopRequest(state_dir() / "run" / f"replay_{version}.stop")
+    try:
+        caught_up = follow(
+            query, plan, version, settings.replay.progress_every_seconds, stop, args.live
+        )
+    except QueryFailedError as err:
+        record_version_event(spark, settings, version, "failed", plan, note=str(err)[:2000])
+        print(f"replay {version} failed: {err}; run it again to resume", file=sys.stderr)
+        return EXIT_FAILED
+    seconds = time.monotonic() - began
+    if not caught_up:
+        print(f"==> replay {version} stopped before the end; run it again to resume")
+        return 0
+    summary = replay_summary(spark, settings, outputs)
+    record_version_event(
+        spark,
+        settings,
+        version,
+        "caught_up",
+        plan,
+        records=summary["records"],
+        seconds=seconds,
+        rate=summary["records"] / seconds if seconds > 0 else None,
+        watermark_micros=summary["watermark_micros"],
+    )
+    print(
+        f"==> replay {version} caught up: {summary['records']} records in {seconds:.1f} s; "
+        f"promote it with `python -m jobs.versions promote {version}`",
+        flush=True,
+    )
+    print(RESULT_PREFIX + json.dumps({"version": version, **summary, "seconds": seconds}))
+    if args.live:
+        print(f"==> replay {version} keeps consuming the live log until stopped", flush=True)
+        from jobs.speed_layer import run_until_stopped
+
+        run_until_stopped(query, stop)
+    return 0
+
+
+def follow(
+    query: StreamingQuery,
+    plan: ReplayPlan,
+    version: str,
+    every: float,
+    stop: StopRequest,
+    live: bool,
+) -> bool:
+    """Log progress until the query has read the planned end (True) or stops (False)."""
+    total = max(plan.records, 1)
+    last_print, last_done, last_at = 0.0, 0, time.monotonic()
+    while True:
+        query.awaitTermination(1)
+        done = records_done(plan, _reached(query, plan.topic))
+        now = time.monotonic()
+        if now - last_print >= every or done >= plan.records:
+            rate = (done - last_done) / (now - last_at) if now > last_at else 0.0
+            print(
+                f"replay {version}: {done}/{plan.records} records "
+                f"({100 * done / total:.0f}%), {rate:.0f} records/s",
+                flush=True,
+            )
+            last_print, last_done, last_at = now, done, now
+        if not query.isActive:
+            failure = query.exception()
+            if failure is not None:
+                raise QueryFailedError(str(failure).strip().splitlines()[0][:2000])
+            return done >= plan.records
+        # A live replay has caught up once it read the planned end and is between batches;
+        # an availableNow one ends by itself.
+        if live and done >= plan.records and not query.status["isTriggerActive"]:
+            return True
+        if stop:
+            query.stop()
+            return False
+
+
+def _reached(query: StreamingQuery, topic: str) -> dict[int, int]:
+    progress = query.lastProgress
+    if not progress or not progress.get("sources"):
+        return {}
+    end = progress["sources"][0].get("endOffset")
+    if isinstance(end, str):
+        # PySpark 4 hands the offsets over as the text of a Python dict, not as JSON.
+        end = ast.literal_eval(end)
+    return {int(p): int(o) for p, o in (end or {}).get(topic, {}).items()}
+
+
+def replay_summary(spark: SparkSession, settings: Settings, outputs: SpeedOutputs) -> dict:
+    from pyspark.sql import functions as F
+
+    progress = spark.read.format("delta").load(outputs.progress.path(settings))
+    row = progress.agg(
+        F.sum("input_rows").alias("records"),
+        F.max("watermark_micros").alias("watermark_micros"),
+        F.sum("late_events").alias("late"),
+        F.sum("quarantined").alias("quarantined"),
+        F.sum("duplicates").alias("duplicates"),
+    ).first()
+    assert row is not None
+    return {k: (int(v) if v is not None else None) for k, v in row.asDict().items()}
+
+
+def _plan_summary(plan: ReplayPlan, version: str | None) -> dict:
+    return {
+        "version": version,
+        "topic": plan.topic,
+        "start": plan.start.describe(),
+        "records": plan.records,
+        "start_offsets": plan.start_offsets,
+        "end_offsets": plan.end_offsets,
+        "gaps": plan.gaps,
+        "estimated_seconds": round(plan.estimated_seconds(), 1),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

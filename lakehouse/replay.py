@@ -1,0 +1,224 @@
+"""Kappa replays: run the speed layer's own code over the Kafka log from an earlier point,
+into a new versioned output (`replay_<version>.*`), with its own checkpoint and writer id.
+
+This module plans a replay (where each partition starts and ends, what retention has already
+deleted) and reports its progress; jobs/replay.py runs it, lakehouse/versions.py promotes it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from lakehouse.config import Settings
+from lakehouse.kafka_offsets import log_bounds, offsets_at
+
+StartKind = Literal["earliest", "timestamp", "offsets"]
+VERSION_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+# Without a measured rate yet, estimates use this (events/s; the speed layer's catch-up rate
+# measured on this 2-core machine, bench/results).
+DEFAULT_RATE = 7_500.0
+
+
+class ReplayRequestError(ValueError):
+    """The replay asked for cannot run as asked; the message says why and what to do."""
+
+
+def check_version_name(name: str) -> str:
+    if not VERSION_PATTERN.fullmatch(name) or name == "live":
+        raise ReplayRequestError(
+            f"version {name!r} is not a simple identifier: use lowercase letters, digits and "
+            "'_', starting with a letter (e.g. v3), and not 'live'"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class ReplayStart:
+    kind: StartKind
+    timestamp: datetime | None = None
+    offsets: dict[int, int] | None = None
+
+    @classmethod
+    def parse(
+        cls, kind: str, timestamp: datetime | None, offsets: str | None, now: datetime
+    ) -> ReplayStart:
+        """From the CLI's or the DAG form's fields; refuses conflicting or missing options."""
+        if kind == "earliest":
+            if timestamp is not None or offsets:
+                raise ReplayRequestError("start 'earliest' takes neither a timestamp nor offsets")
+            return cls("earliest")
+        if kind == "timestamp":
+            if timestamp is None or offsets:
+                raise ReplayRequestError("start 'timestamp' needs a timestamp and no offsets")
+            if timestamp > now:
+                raise ReplayRequestError(
+                    f"the start {timestamp.isoformat()} is in the future (now {now.isoformat()})"
+                )
+            return cls("timestamp", timestamp=timestamp)
+        if kind == "offsets":
+            if not offsets or timestamp is not None:
+                raise ReplayRequestError(
+                    'start \'offsets\' needs per-partition offsets (e.g. {"0": 120, "1": 0}) '
+                    "and no timestamp"
+                )
+            return cls("offsets", offsets=parse_offsets(offsets))
+        raise ReplayRequestError(f"unknown start {kind!r}: earliest, timestamp or offsets")
+
+    def describe(self) -> str:
+        if self.kind == "timestamp" and self.timestamp is not None:
+            return f"timestamp {self.timestamp.isoformat()}"
+        if self.kind == "offsets":
+            return f"offsets {json.dumps(self.offsets, sort_keys=True)}"
+        return "earliest"
+
+
+def parse_offsets(text: str) -> dict[int, int]:
+    try:
+        raw = json.loads(text)
+        parsed = {int(p): int(o) for p, o in raw.items()}
+    except (ValueError, TypeError, AttributeError):
+        raise ReplayRequestError(
+            f'offsets {text!r} are not a JSON object of partition -> offset, e.g. {{"0": 120}}'
+        ) from None
+    if any(p < 0 or o < 0 for p, o in parsed.items()):
+        raise ReplayRequestError(f"offsets {text!r}: partitions and offsets must be >= 0")
+    return parsed
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    partition: int
+    start: int  # first offset to read
+    end: int  # the log's end when planned (a live replay goes on past it)
+    requested: int  # where the request wanted to start
+    earliest: int  # the first offset the log still holds
+
+    @property
+    def records(self) -> int:
+        return max(0, self.end - self.start)
+
+    @property
+    def missing(self) -> int:
+        """Records the request wanted that retention has already deleted."""
+        return max(0, self.earliest - self.requested)
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    topic: str
+    start: ReplayStart
+    partitions: list[PartitionPlan]
+    forced: bool = False
+    rate: float = DEFAULT_RATE
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
+
+    @property
+    def gaps(self) -> dict[int, int]:
+        return {p.partition: p.missing for p in self.partitions if p.missing}
+
+    @property
+    def start_offsets(self) -> dict[int, int]:
+        return {p.partition: p.start for p in self.partitions}
+
+    @property
+    def end_offsets(self) -> dict[int, int]:
+        return {p.partition: p.end for p in self.partitions}
+
+    def spark_starting_offsets(self) -> str:
+        """Spark's Kafka source option: exact offsets for every partition."""
+        return json.dumps({self.topic: {str(p): o for p, o in self.start_offsets.items()}})
+
+    def estimated_seconds(self) -> float:
+        return self.records / self.rate
+
+    def report(self) -> str:
+        lines = [f"replay of {self.topic!r} from {self.start.describe()}:"]
+        lines += [
+            f"  partition {p.partition}: offsets {p.start}..{p.end} ({p.records} records)"
+            + (f", {p.missing} already deleted by retention" if p.missing else "")
+            for p in self.partitions
+        ]
+        lines.append(
+            f"  {self.records} records; about {self.estimated_seconds():.0f} s at "
+            f"{self.rate:.0f} records/s"
+        )
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def plan_replay(
+    settings: Settings,
+    topic: str,
+    start: ReplayStart,
+    force: bool = False,
+    rate: float | None = None,
+) -> ReplayPlan:
+    """Resolve the start to offsets per partition and check retention still holds them.
+
+    Retention guard: a partition whose requested start is before the earliest offset the log
+    still holds has lost records. Without `force` that refuses the replay; with it, the replay
+    starts at what exists and the plan records the gap (its `gaps`).
+    """
+    bounds = log_bounds(settings, topic)
+    if start.kind == "offsets":
+        assert start.offsets is not None
+        unknown = sorted(set(start.offsets) - set(bounds))
+        if unknown:
+            raise ReplayRequestError(
+                f"topic {topic!r} has no partition {unknown}; it has {sorted(bounds)}"
+            )
+        requested = {p: start.offsets.get(p, bounds[p][1]) for p in bounds}
+        beyond = {p: o for p, o in requested.items() if o > bounds[p][1]}
+        if beyond:
+            raise ReplayRequestError(
+                f"offsets {beyond} are past the end of the log {_ends(bounds)}"
+            )
+    elif start.kind == "timestamp":
+        assert start.timestamp is not None
+        requested = offsets_at(settings, topic, start.timestamp)
+        # The first record held is already after the moment: the records before it, which
+        # retention deleted, may have been on or after the moment too.
+        requested = {
+            p: (0 if o == bounds[p][0] and bounds[p][0] > 0 else o) for p, o in requested.items()
+        }
+    else:
+        requested = {p: 0 for p in bounds}
+    partitions = [
+        PartitionPlan(p, max(requested[p], earliest), end, requested[p], earliest)
+        for p, (earliest, end) in sorted(bounds.items())
+    ]
+    plan = ReplayPlan(topic, start, partitions, force, rate or DEFAULT_RATE)
+    if plan.gaps and not force:
+        lost = ", ".join(
+            f"partition {p.partition} holds offsets from {p.earliest}, "
+            f"{p.missing} records before that are deleted"
+            for p in partitions
+            if p.missing
+        )
+        raise ReplayRequestError(
+            f"the log no longer holds the requested start ({lost}): retention has deleted "
+            "them. Replay from a later start, or force it to replay what exists and record "
+            "the gap"
+        )
+    if plan.gaps:
+        plan.notes.append(f"forced: replaying without {sum(plan.gaps.values())} deleted records")
+    return plan
+
+
+def _ends(bounds: dict[int, tuple[int, int]]) -> dict[int, int]:
+    return {p: end for p, (_, end) in bounds.items()}
+
+
+def records_done(plan: ReplayPlan, offsets: dict[int, int]) -> int:
+    """Records processed so far, from the offsets a replay's query has reached."""
+    return sum(
+        max(0, min(offsets.get(p.partition, p.start), p.end) - p.start) for p in plan.partitions
+    )

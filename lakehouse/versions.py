@@ -1,0 +1,209 @@
+"""Replay versions and the serving pointer.
+
+ops.replay_versions (written by jobs/replay.py) is each version's life as events: planned
+(offset ranges, retention gaps), caught_up (records, rate, watermark), failed.
+ops.serving_pointer (written by jobs/versions.py) is one row per promotion, rollback or
+removal; its newest row names the active version. A switch is one Delta commit, so a reader
+sees the old or the new version, never a mix. "live" is the speed layer's own tables.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+
+from lakehouse.config import Settings
+from lakehouse.delta_io import append_once, read_table, table_exists
+from lakehouse.replay import ReplayPlan
+from lakehouse.speed_batch import SpeedOutputs
+from lakehouse.tables import table
+from lakehouse.times import from_micros
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LIVE = "live"
+VERSIONS = table("ops.replay_versions")
+POINTER = table("ops.serving_pointer")
+
+VERSION_EVENTS_SCHEMA = (
+    "version string, event string, at timestamp, by string, topic string, start string, "
+    "start_offsets map<int,long>, end_offsets map<int,long>, gaps map<int,long>, "
+    "forced boolean, records long, seconds double, rate double, watermark_micros long, "
+    "note string"
+)
+POINTER_SCHEMA = (
+    "at timestamp, action string, version string, previous string, active string, "
+    "forced boolean, gate string, by string"
+)
+
+
+class VersionError(Exception):
+    """A promotion, rollback or removal that cannot be done; the message says why."""
+
+
+def actor() -> str:
+    """Who acts: the Airflow run when there is one, else user@host."""
+    run = os.environ.get("AIRFLOW_CTX_DAG_RUN_ID")
+    if run:
+        return f"airflow:{os.environ.get('AIRFLOW_CTX_DAG_ID', '?')}/{run}"
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    version: str
+    created_at: datetime
+    by: str
+    start: str
+    status: str  # running, caught_up, failed, removed
+    records: int | None
+    rate: float | None
+    gaps: dict[int, int]
+    forced: bool
+    watermark: datetime | None
+    active: bool
+
+
+# --- version events (writer: jobs/replay.py) -----------------------------------------------
+
+
+def record_version_event(
+    spark: SparkSession,
+    settings: Settings,
+    version: str,
+    event: str,
+    plan: ReplayPlan | None = None,
+    **values: Any,
+) -> None:
+    row: dict[str, Any] = {
+        "version": version,
+        "event": event,
+        "at": datetime.now(UTC),
+        "by": actor(),
+        "topic": plan.topic if plan else None,
+        "start": plan.start.describe() if plan else None,
+        "start_offsets": plan.start_offsets if plan else None,
+        "end_offsets": plan.end_offsets if plan else None,
+        "gaps": plan.gaps if plan else None,
+        "forced": plan.forced if plan else None,
+        **values,
+    }
+    df = spark.createDataFrame([row], VERSION_EVENTS_SCHEMA)
+    # An event is recorded once per (version, event): a resumed replay does not repeat it.
+    append_once(df, VERSIONS, settings, f"replay:{version}:{event}", 0)
+
+
+def version_events(spark: SparkSession, settings: Settings) -> list[dict[str, Any]]:
+    if not table_exists(spark, VERSIONS, settings):
+        return []
+    rows = (
+        read_table(spark, VERSIONS, settings)
+        .withColumn("at_micros", F.unix_micros("at"))
+        .drop("at")
+        .orderBy("at_micros")
+        .collect()
+    )
+    return [r.asDict(recursive=True) for r in rows]
+
+
+# --- the pointer (writer: jobs/versions.py) ------------------------------------------------
+
+
+def pointer_history(spark: SparkSession, settings: Settings) -> list[dict[str, Any]]:
+    if not table_exists(spark, POINTER, settings):
+        return []
+    rows = (
+        read_table(spark, POINTER, settings)
+        .withColumn("at_micros", F.unix_micros("at"))
+        .drop("at")
+        .orderBy("at_micros")
+        .collect()
+    )
+    return [r.asDict() for r in rows]
+
+
+def active_version(spark: SparkSession, settings: Settings) -> str:
+    history = pointer_history(spark, settings)
+    return str(history[-1]["active"]) if history else LIVE
+
+
+def outputs_of(version: str) -> SpeedOutputs:
+    return SpeedOutputs.live() if version == LIVE else SpeedOutputs.replay(version)
+
+
+def list_versions(spark: SparkSession, settings: Settings) -> list[VersionInfo]:
+    active = active_version(spark, settings)
+    removed = {r["version"] for r in pointer_history(spark, settings) if r["action"] == "remove"}
+    found: dict[str, dict[str, Any]] = {}
+    for e in version_events(spark, settings):
+        found.setdefault(e["version"], {}).setdefault(e["event"], e)
+    infos = []
+    for version, events in found.items():
+        planned = events.get("planned") or next(iter(events.values()))
+        done = events.get("caught_up")
+        status = (
+            "removed"
+            if version in removed
+            else "caught_up"
+            if done
+            else "failed"
+            if "failed" in events
+            else "running"
+        )
+        wm = done.get("watermark_micros") if done else None
+        infos.append(
+            VersionInfo(
+                version=version,
+                created_at=from_micros(planned["at_micros"]),
+                by=planned["by"],
+                start=planned["start"] or "?",
+                status=status,
+                records=done.get("records") if done else None,
+                rate=done.get("rate") if done else None,
+                gaps=dict(planned.get("gaps") or {}),
+                forced=bool(planned.get("forced")),
+                watermark=from_micros(wm) if wm is not None else None,
+                active=version == active,
+            )
+        )
+    return sorted(infos, key=lambda i: i.created_at)
+
+
+def next_version(spark: SparkSession, settings: Settings) -> str:
+    numbers = [
+        int(e["version"][1:])
+        for e in version_events(spark, settings)
+        if e["version"][:1] == "v" and e["version"][1:].isdigit()
+    ]
+    return f"v{max(numbers, default=0) + 1}"
+
+
+def switch_pointer(
+    spark: SparkSession,
+    settings: Settings,
+    action: str,
+    version: str,
+    active: str,
+    forced: bool = False,
+    gate: str = "",
+) -> None:
+    previous = active_version(spark, settings)
+    row = {
+        "at": datetime.now(UTC),
+        "action": action,
+        "version": version,
+        "previous": previous,
+        "active": active,
+        "forced": forced,
+        "gate": gate,
+        "by": actor(),
+    }
+    df = spark.createDataFrame([row], POINTER_SCHEMA)
+    df.write.format("delta").mode("append").save(POINTER.path(settings))
