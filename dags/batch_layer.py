@@ -38,6 +38,8 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
   (`airflow backfill create --dag-id batch_layer --from-date ... --to-date ...`, or the
   API). An interval without events is skipped (nothing written); a reversed or future one
   fails at once with the reason.
+- **Kappa mode** (config `mode: kappa`, or the Mode field for one run): runs do nothing and
+  say so in the log; the `kappa_replay` DAG's scheduled replay is the recomputation instead.
 """
 
 
@@ -66,15 +68,30 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
             title="End (UTC)",
             description="Empty: the run's data interval. Else the end, exclusive",
         ),
+        "mode": Param(
+            None,
+            type=["null", "string"],
+            enum=[None, "lambda", "kappa"],
+            title="Mode",
+            description="For this run only; empty: the configured mode (kappa: do nothing)",
+        ),
     },
 )
 def batch_layer() -> None:
     @task(outlets=ASSETS, execution_timeout=timedelta(hours=2))
     def recompute() -> dict[str, Any]:
         from jobs.batch_layer import EXIT_BAD_INTERVAL, EXIT_NO_DATA, RESULT_PREFIX
+        from lakehouse.config import get_settings
         from lakehouse.job_runner import run_job
 
         context = get_current_context()
+        mode = context["params"].get("mode") or get_settings().mode
+        if mode == "kappa":
+            log.info("kappa mode: there is no batch layer; corrections come from replays")
+            raise AirflowSkipException(
+                "kappa mode: no batch recomputation (the kappa_replay DAG replays the log "
+                "instead); set mode: lambda in config/ to bring the batch layer back"
+            )
         start, end = _interval(context)
         outcome = run_job(
             "jobs.batch_layer",

@@ -26,8 +26,13 @@ class JobOutcome:
         return found[-1] if found else None
 
 
-def run_job(module: str, args: list[str], on_line: Callable[[str], None]) -> JobOutcome:
-    env = dict(os.environ)
+def run_job(
+    module: str,
+    args: list[str],
+    on_line: Callable[[str], None],
+    extra_env: dict[str, str] | None = None,
+) -> JobOutcome:
+    env = {**os.environ, **(extra_env or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     lines: list[str] = []

@@ -1,0 +1,70 @@
+"""Promote a replay version: the serving layer reads it from now on (jobs/versions.py)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+
+log = logging.getLogger("tributary.dags.promote_version")
+
+DOC = """
+### Promote a replay version
+
+Switches the serving layer's pointer (`ops.serving_pointer`) to a replay version in one Delta
+commit: readers see the old version or the new one, never a mix. Refused unless the version
+has caught up and its **reconciliation gate** passes (replay vs live, and in lambda mode
+replay vs batch: every window equal, or its difference explained by a recorded late event).
+*Force* promotes past a failed gate; the pointer records that, and the gate's verdict.
+The previous version is kept: the `rollback_version` DAG switches back.
+"""
+
+
+@dag(
+    dag_id="promote_version",
+    schedule=None,
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    tags=["tributary", "kappa"],
+    description="Promote a caught-up replay version to serving, after its gate",
+    doc_md=DOC,
+    params={
+        "version": Param(
+            "v1",
+            type="string",
+            pattern="^[a-z][a-z0-9_]{0,39}$",
+            title="Version",
+            description="The replay version to promote (python -m jobs.versions list)",
+        ),
+        "force": Param(
+            False,
+            type="boolean",
+            title="Force",
+            description="Promote even if the reconciliation gate fails (recorded)",
+        ),
+    },
+)
+def promote_version() -> None:
+    @task(execution_timeout=timedelta(hours=1))
+    def promote() -> str:
+        from jobs.versions import EXIT_REFUSED
+        from lakehouse.job_runner import run_job
+
+        params = get_current_context()["params"]
+        args = ["promote", params["version"]] + (["--force"] if params["force"] else [])
+        outcome = run_job("jobs.versions", args, on_line=log.info)
+        if outcome.returncode == EXIT_REFUSED:
+            raise AirflowFailException(
+                f"{params['version']} was not promoted: see the reason above"
+            )
+        if outcome.returncode != 0:
+            raise RuntimeError(f"jobs.versions stopped with status {outcome.returncode}")
+        return str(params["version"])
+
+    promote()
+
+
+promote_version()

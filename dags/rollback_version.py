@@ -1,0 +1,47 @@
+"""Roll the serving layer back to the version that was active before (jobs/versions.py)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from airflow.sdk import dag, task
+from airflow.sdk.exceptions import AirflowFailException
+
+log = logging.getLogger("tributary.dags.rollback_version")
+
+DOC = """
+### Roll back the serving version
+
+Switches `ops.serving_pointer` back to the version that was active before the current one
+(a replay version, or `live`: the speed layer's own tables), in one Delta commit. Nothing is
+deleted; promote again to undo. Fails with the reason when nothing was ever promoted.
+"""
+
+
+@dag(
+    dag_id="rollback_version",
+    schedule=None,
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    tags=["tributary", "kappa"],
+    description="Switch serving back to the previously active version",
+    doc_md=DOC,
+)
+def rollback_version() -> None:
+    @task(execution_timeout=timedelta(minutes=30))
+    def rollback() -> None:
+        from jobs.versions import EXIT_REFUSED
+        from lakehouse.job_runner import run_job
+
+        outcome = run_job("jobs.versions", ["rollback"], on_line=log.info)
+        if outcome.returncode == EXIT_REFUSED:
+            raise AirflowFailException("nothing was rolled back: see the reason above")
+        if outcome.returncode != 0:
+            raise RuntimeError(f"jobs.versions stopped with status {outcome.returncode}")
+
+    rollback()
+
+
+rollback_version()
