@@ -142,8 +142,13 @@ def session_row(start: datetime = T, end: datetime | None = None, **changes: Any
     return tuple(row.values())
 
 
+def validate(df, suite: Suite, **kwargs: Any) -> SuiteResult:
+    # A DataFrame of local rows is rebuilt from Python by every Spark job: cache it.
+    return validate_dataframe(df, suite, **{"cache": True, **kwargs})
+
+
 def run(spark, suite: Suite, schema: str, *rows: tuple, **kwargs: Any) -> SuiteResult:
-    return validate_dataframe(spark.createDataFrame(list(rows), schema), suite, **kwargs)
+    return validate(spark.createDataFrame(list(rows), schema), suite, **kwargs)
 
 
 def broken(result: SuiteResult) -> dict[str, tuple[Action, int | None]]:
@@ -177,7 +182,7 @@ def test_a_clean_table_passes(spark, suite, schema, rows) -> None:
 
 def test_a_null_key_is_routed_to_quarantine_and_the_rest_kept(spark) -> None:
     df = spark.createDataFrame([silver(0), silver(1, user_id=None), silver(2)], SILVER)
-    result = validate_dataframe(df, silver_events_suite(BOUNDS))
+    result = validate(df, silver_events_suite(BOUNDS))
     assert broken(result) == {"user_id_not_null": (Action.QUARANTINE, 1)}
     assert result.verdict is Verdict.WARNED, "routing rows away does not fail the run"
     [row] = quarantine_rows(df, result).collect()
@@ -200,7 +205,7 @@ def test_a_duplicate_event_id_fails_the_run(spark) -> None:
 
 def test_a_negative_purchase_amount_is_quarantined(spark) -> None:
     df = spark.createDataFrame([silver(0), silver(1, amount=Decimal("-5.00"))], SILVER)
-    result = validate_dataframe(df, silver_events_suite(BOUNDS))
+    result = validate(df, silver_events_suite(BOUNDS))
     assert broken(result) == {"amount_not_negative": (Action.QUARANTINE, 1)}
     assert result.check_result("amount_not_negative").examples == (Decimal("-5.00"),)
     assert [r["reason"] for r in quarantine_rows(df, result).collect()] == [
@@ -210,7 +215,7 @@ def test_a_negative_purchase_amount_is_quarantined(spark) -> None:
 
 def test_a_purchase_without_amount_is_quarantined_other_types_need_none(spark) -> None:
     df = spark.createDataFrame([silver(0), silver(1, amount=None)], SILVER)
-    result = validate_dataframe(df, silver_events_suite(BOUNDS))
+    result = validate(df, silver_events_suite(BOUNDS))
     assert broken(result) == {"purchase_amount_not_null": (Action.QUARANTINE, 1)}
     assert [r["event_id"] for r in quarantine_rows(df, result).collect()] == ["e-1"]
 
@@ -218,7 +223,7 @@ def test_a_purchase_without_amount_is_quarantined_other_types_need_none(spark) -
 @pytest.mark.parametrize("offset", [timedelta(days=-2), timedelta(hours=2)], ids=["early", "late"])
 def test_an_out_of_bounds_event_time_is_quarantined(spark, offset) -> None:
     df = spark.createDataFrame([silver(0), silver(1, event_time=T + offset)], SILVER)
-    result = validate_dataframe(df, silver_events_suite(BOUNDS))
+    result = validate(df, silver_events_suite(BOUNDS))
     assert broken(result)["event_time_within_bounds"] == (Action.QUARANTINE, 1)
     [row] = quarantine_rows(df, result).collect()
     assert row["event_id"] == "e-1"
@@ -228,7 +233,7 @@ def test_an_out_of_bounds_event_time_is_quarantined(spark, offset) -> None:
 def test_a_row_breaking_two_rules_is_routed_once_with_both_reasons(spark) -> None:
     bad = silver(1, user_id=None, amount=Decimal("-1.00"))
     df = spark.createDataFrame([silver(0), bad], SILVER)
-    result = validate_dataframe(df, silver_events_suite(BOUNDS), examples=0)
+    result = validate(df, silver_events_suite(BOUNDS), examples=0)
     [row] = quarantine_rows(df, result).collect()
     assert row["reason"] == "dq:user_id_not_null; dq:amount_not_negative"
 
