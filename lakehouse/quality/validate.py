@@ -367,7 +367,10 @@ def _routed(result: SuiteResult) -> list[Check]:
 
 def quarantine_rows(df: DataFrame, result: SuiteResult) -> DataFrame:
     """The rows of `df` that broke a QUARANTINE check of `result`, with `reasons` (one
-    "dq:<check>" per broken check) and `reason` (joined by "; ", like bronze.quarantine)."""
+    "dq:<check>" per broken check) and `reason` (joined by "; ", like bronze.quarantine).
+
+    On a micro-batch, these go to bronze.quarantine and `kept_rows` to silver. On a snapshot
+    they are a report: taking rows out of a table is its one writer's job (invariant 5)."""
     from pyspark.sql import functions as F
 
     routed = _routed(result)

@@ -168,7 +168,7 @@ def broken(result: SuiteResult) -> dict[str, tuple[Action, int | None]]:
         (active_users_suite(), ACTIVE, [active_row(T), active_row(T + MINUTE)]),
         (user_sessions_suite(), SESSIONS, [session_row(T), session_row(T + 60 * MINUTE)]),
     ],
-    ids=lambda v: v.name if isinstance(v, Suite) else "",
+    ids=["events_raw", "silver", "quarantine", "counts", "active_users", "sessions"],
 )
 def test_a_clean_table_passes(spark, suite, schema, rows) -> None:
     result = run(spark, suite, schema, *rows)
