@@ -140,6 +140,36 @@ def report(spark: SparkSession, settings: Settings) -> dict[str, int]:
     return counts
 
 
+def batch_and_serve(spark: SparkSession, settings: Settings) -> None:
+    """Recompute the last closed hour in the batch layer, then show the serving layer's seam."""
+    from lakehouse.batch import Interval, NoDataError, recompute_interval
+    from lakehouse.serving import serve
+    from lakehouse.tables import BATCH
+
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    interval = Interval(hour - timedelta(hours=1), hour)
+    print(f"\n==> batch layer: recomputing {interval} from bronze", flush=True)
+    try:
+        with exclusive_writer(settings, BATCH, wait_seconds=300):
+            run = recompute_interval(
+                spark, settings, interval, f"demo:{datetime.now(UTC):%Y%m%dT%H%M%S}"
+            )
+    except NoDataError as err:
+        print(f"    {err}")
+        return
+    for v in run.views:
+        print(f"    batch.{v.view}: {v.rows} rows, final until {v.final_until:%H:%M}")
+    served, coverage = serve(spark, settings, "event_counts_1m", interval.start)
+    seam = coverage.high_water
+    print(
+        f"    serving.event_counts_1m per source (batch up to {seam:%H:%M}, speed after):"
+        if seam
+        else "    serving: speed only"
+    )
+    for r in served.groupBy("source").count().orderBy("source").collect():
+        print(f"      {r['source']:6} {r['count']:5} windows")
+
+
 def print_where_to_look(settings: Settings) -> None:
     print("\nWhere to look:")
     print(
@@ -148,6 +178,9 @@ def print_where_to_look(settings: Settings) -> None:
     )
     print(f"  Lakehouse    {settings.storage.root}  (bronze/, silver/, speed/, ops/)")
     print(f"  Ledgers      {state_dir() / 'ledgers'}")
+    print('  Query        make query ARGS="event_counts_1m --from <ISO time>"  (serving layer)')
+    print('  Recompute    make batch ARGS="--start <ISO> --end <ISO>"  (or the batch_layer DAG)')
+    print("  Replay       .venv/bin/python -m jobs.replay --dry-run  (or the kappa_replay DAG)")
     print("  Services     make status    (logs are listed there)")
     print("  Stop all     make down")
 
@@ -179,7 +212,10 @@ def main(argv: list[str]) -> int:
         spark = get_spark("demo", settings)
         print(f"    {catch_up(spark, settings)}")
         report(spark, settings)
+        if settings.mode == "lambda":
+            batch_and_serve(spark, settings)
     except (
+        WriterBusyError,
         ConfigError,
         KafkaUnavailableError,
         SparkSetupError,

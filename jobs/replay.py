@@ -36,6 +36,7 @@ from lakehouse.replay import (
     ReplayRequestError,
     ReplayStart,
     check_version_name,
+    measured_rate,
     plan_replay,
     records_done,
 )
@@ -94,7 +95,7 @@ def main(argv: list[str]) -> int:
             raise ReplayRequestError("--max-offsets-per-trigger must be at least 1")
         settings = get_settings()
         topic = args.topic or settings.kafka.topic
-        plan = plan_replay(settings, topic, start, force=args.force)
+        plan = plan_replay(settings, topic, start, force=args.force, rate=measured_rate(settings))
         if args.dry_run:
             print(plan.report())
             print("dry run: nothing written", flush=True)
@@ -105,7 +106,9 @@ def main(argv: list[str]) -> int:
         with exclusive_writer(settings, REPLAY):
             spark = get_spark(REPLAY, settings)
             version = _version_to_write(spark, settings, args.version)
-            return run_replay(spark, settings, plan, version, args)
+            return run_replay(
+                spark, settings, plan, version, args.live, args.max_offsets_per_trigger
+            )
     except (ReplayRequestError, UnknownTopicError) as err:
         print(f"replay: {err}; nothing written", file=sys.stderr)
         return EXIT_BAD_REQUEST
@@ -138,8 +141,10 @@ def run_replay(
     settings: Settings,
     plan: ReplayPlan,
     version: str,
-    args: argparse.Namespace,
+    live: bool = False,
+    max_offsets_per_trigger: int | None = None,
 ) -> int:
+    """Replay `plan` into `version` (resuming it if it was interrupted); an exit status."""
     from lakehouse.versions import record_version_event
 
     outputs = SpeedOutputs.replay(version)
@@ -151,17 +156,14 @@ def run_replay(
         spark,
         settings,
         outputs,
-        available_now=not args.live,
+        available_now=not live,
         topic=plan.topic,
         starting_offsets=plan.spark_starting_offsets(),
-        max_offsets_per_trigger=args.max_offsets_per_trigger
-        or settings.replay.max_offsets_per_trigger,
+        max_offsets_per_trigger=max_offsets_per_trigger or settings.replay.max_offsets_per_trigger,
     )
     stop = StopRequest(state_dir() / "run" / f"replay_{version}.stop")
     try:
-        caught_up = follow(
-            query, plan, version, settings.replay.progress_every_seconds, stop, args.live
-        )
+        caught_up = follow(query, plan, version, settings.replay.progress_every_seconds, stop, live)
     except QueryFailedError as err:
         record_version_event(spark, settings, version, "failed", plan, note=str(err)[:2000])
         print(f"replay {version} failed: {err}; run it again to resume", file=sys.stderr)
@@ -188,7 +190,7 @@ def run_replay(
         flush=True,
     )
     print(RESULT_PREFIX + json.dumps({"version": version, **summary, "seconds": seconds}))
-    if args.live:
+    if live:
         print(f"==> replay {version} keeps consuming the live log until stopped", flush=True)
         from jobs.speed_layer import run_until_stopped
 

@@ -146,9 +146,10 @@ class ReplayPlan:
             + (f", {p.missing} already deleted by retention" if p.missing else "")
             for p in self.partitions
         ]
+        source = "the last replay's rate" if self.rate != DEFAULT_RATE else "a default rate"
         lines.append(
             f"  {self.records} records; about {self.estimated_seconds():.0f} s at "
-            f"{self.rate:.0f} records/s"
+            f"{self.rate:.0f} records/s ({source})"
         )
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -222,3 +223,23 @@ def records_done(plan: ReplayPlan, offsets: dict[int, int]) -> int:
     return sum(
         max(0, min(offsets.get(p.partition, p.start), p.end) - p.start) for p in plan.partitions
     )
+
+
+def measured_rate(settings: Settings) -> float | None:
+    """Records/s of the newest replay that caught up (ops.replay_versions), read without
+    Spark so a dry run answers in a second; None before the first replay."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    from lakehouse.delta_io import delta_rs_location
+    from lakehouse.tables import table
+
+    uri, options = delta_rs_location(settings, table("ops.replay_versions").path(settings))
+    try:
+        rows = DeltaTable(uri, storage_options=options).to_pyarrow_table(
+            columns=["event", "at", "rate"]
+        )
+    except TableNotFoundError:
+        return None
+    done = [r for r in rows.to_pylist() if r["event"] == "caught_up" and r["rate"]]
+    return float(max(done, key=lambda r: r["at"])["rate"]) if done else None

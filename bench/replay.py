@@ -1,0 +1,107 @@
+"""Replay rate from earliest, against Spark's raw batch read of the same topic, and against
+the batch layer recomputing the same events.
+
+    .venv/bin/python -m bench.replay [--events 10000000] [--max-offsets-per-trigger 5000000]
+
+Steps, in one process and one SparkSession so the ratios compare like with like:
+1. load: write --events JSON events (one day of event time) into a fresh topic with Spark's
+   Kafka writer (bench.speed_layer.load_topic);
+2. baseline: Spark's batch Kafka source reads the whole topic and counts it;
+3. replay: jobs.replay's run_replay from earliest into a fresh lakehouse (local disk);
+4. batch: the batch layer recomputes the same day from the replay's bronze copy.
+Results are printed and written to bench/results/replay-<timestamp>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.speed_layer import bench_settings, load_topic
+from jobs.replay import run_replay
+from lakehouse.batch import Interval, recompute_interval
+from lakehouse.kafka_io import ensure_topic
+from lakehouse.replay import ReplayStart, plan_replay
+from lakehouse.spark import get_spark
+from lakehouse.speed_batch import SpeedOutputs
+from lakehouse.tables import table
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def raw_batch_read(spark: Any, servers: str, topic: str) -> tuple[float, int]:
+    began = time.monotonic()
+    count = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+        .count()
+    )
+    return time.monotonic() - began, count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.replay",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=5_000_000)
+    args = parser.parse_args()
+
+    run = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    topic = f"bench-replay-{run.lower()}"
+    settings = bench_settings("local", topic, f"replay-{run}")
+    spark = get_spark("bench-replay", settings)
+    results: dict[str, Any] = {"run": run, "events": args.events, "machine": "2 cores, 24 GiB"}
+
+    print(f"==> loading {args.events} events into {topic}", flush=True)
+    ensure_topic(settings)
+    results["load_events_per_second"] = round(load_topic(spark, settings, args.events))
+    print("==> baseline: Spark batch read of the topic, count only", flush=True)
+    seconds, count = raw_batch_read(spark, settings.kafka.bootstrap_servers, topic)
+    assert count == args.events, (count, args.events)
+    results["raw_read_events_per_second"] = round(count / seconds)
+
+    print("==> replay from earliest", flush=True)
+    plan = plan_replay(settings, topic, ReplayStart("earliest"))
+    began = time.monotonic()
+    status = run_replay(
+        spark, settings, plan, "bench", max_offsets_per_trigger=args.max_offsets_per_trigger
+    )
+    replay_seconds = time.monotonic() - began
+    assert status == 0, f"the replay failed with status {status}"
+    results["replay_seconds"] = round(replay_seconds, 1)
+    results["replay_events_per_second"] = round(args.events / replay_seconds)
+    results["replay_ratio_to_raw_read"] = round(
+        results["replay_events_per_second"] / results["raw_read_events_per_second"], 3
+    )
+
+    print("==> batch layer over the same events", flush=True)
+    bronze = Path(table("bronze.events_raw").path(settings))
+    shutil.copytree(SpeedOutputs.replay("bench").raw.path(settings), bronze)
+    # load_topic spreads event times over the hour before it ran: all are in this interval.
+    minute = datetime.now(UTC).replace(second=0, microsecond=0)
+    interval = Interval(minute - timedelta(hours=2), minute)
+    batch = recompute_interval(spark, settings, interval, "bench")
+    results["batch_seconds"] = round(batch.seconds, 1)
+    results["batch_events"] = batch.events
+    results["replay_to_batch_time"] = round(replay_seconds / batch.seconds, 2)
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"replay-{run}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,389 @@
+"""Kappa replays against real Kafka, Spark and Delta: a replay of the log equals the batch
+recompute, resumes exactly after a kill, is promoted and rolled back atomically for a reader,
+refuses a start retention has deleted, and never touches the live stream's tables."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from jobs.replay import run_replay
+from jobs.speed_layer import start_query
+from jobs.versions import promote, rollback
+from lakehouse.batch import Interval, recompute_interval
+from lakehouse.config import Settings, load_settings
+from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.kafka_io import ensure_topic, produce_json
+from lakehouse.reconcile.gate import gate
+from lakehouse.reconcile.run import reconcile
+from lakehouse.reconcile.sources import batch_source, speed_source, stream_source
+from lakehouse.replay import ReplayRequestError, ReplayStart, plan_replay
+from lakehouse.serving import serve
+from lakehouse.speed_batch import SpeedOutputs
+from lakehouse.versions import active_version, list_versions
+from lakehouse.views import VIEWS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO = Path(__file__).parents[2]
+HOUR = timedelta(hours=1)
+
+
+def settings_for(root: Path, topic: str, **extra: str) -> Settings:
+    env = {
+        **os.environ,
+        "TRIBUTARY__STORAGE__ROOT": str(root / "lake"),
+        "TRIBUTARY__STORAGE__CHECKPOINTS": str(root / "checkpoints"),
+        "TRIBUTARY__KAFKA__TOPIC": topic,
+        "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "400",
+        **{f"TRIBUTARY__{k.upper()}": v for k, v in extra.items()},
+    }
+    env.pop("TRIBUTARY_PROFILE", None)
+    env.pop("TRIBUTARY__MODE", None)
+    return load_settings("local", env)
+
+
+def job_env(settings: Settings) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "TRIBUTARY_PROFILE": "local",
+        "TRIBUTARY__STORAGE__ROOT": settings.storage.root,
+        "TRIBUTARY__STORAGE__CHECKPOINTS": settings.storage.checkpoints,
+        "TRIBUTARY__KAFKA__TOPIC": settings.kafka.topic,
+    }
+
+
+@dataclass
+class Log:
+    settings: Settings
+    hours: Interval  # the closed hours the batch layer recomputed
+
+
+@pytest.fixture(scope="module")
+def log(spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFactory) -> Log:
+    """Three hours of events with every anomaly, streamed live in small micro-batches (so
+    some are set aside as late), and the batch layer run over the closed hours."""
+    tmp = tmp_path_factory.mktemp("replay")
+    settings = settings_for(tmp, f"replay-{uuid.uuid4().hex[:8]}")
+    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    start = this_hour - 3 * HOUR
+    count = 1500
+    rate = count / (datetime.now(UTC) - start).total_seconds()
+    cfg = GeneratorConfig(
+        count=count, seed=11, start=start, rate=rate, users=20, **ANOMALY_PRESETS["all"]
+    )
+    produce(settings, cfg, tmp / "ledger.jsonl")
+    start_query(spark, settings, SpeedOutputs.live(), available_now=True).awaitTermination()
+    hours = Interval(start, this_hour)
+    recompute_interval(spark, settings, hours, "batch")
+    return Log(settings, hours)
+
+
+@pytest.fixture(scope="module")
+def v1(spark: SparkSession, log: Log) -> str:
+    """A replay of the whole log, uninterrupted."""
+    plan = plan_replay(log.settings, log.settings.kafka.topic, ReplayStart("earliest"))
+    assert run_replay(spark, log.settings, plan, "v1") == 0
+    return "v1"
+
+
+def counts(spark: SparkSession, settings: Settings, outputs: SpeedOutputs) -> set[tuple]:
+    df = spark.read.format("delta").load(outputs.counts.path(settings))
+    return {tuple(r) for r in df.collect()}
+
+
+def test_a_replay_from_earliest_equals_the_batch_recompute(
+    spark: SparkSession, log: Log, v1: str
+) -> None:
+    replay = stream_source(SpeedOutputs.replay(v1), "replay_v1")
+    for left, right in ((batch_source(), replay), (replay, speed_source())):
+        run = reconcile(
+            spark, log.settings, left, right, list(VIEWS), f"test-{left.name}", datetime.now(UTC)
+        )
+        try:
+            verdict = gate(run, require_compared=True)
+            assert verdict.passed, verdict.message()
+            assert run.compared > 100
+        finally:
+            run.release()
+    # The whole log in one micro-batch: nothing is late, so the replay's closed windows are
+    # the batch's, exactly.
+    batch = spark.read.format("delta").load(f"{log.settings.storage.root}/batch/event_counts_1m")
+    in_hours = batch.where(log.hours.condition("window_start"))
+    replayed = spark.read.format("delta").load(SpeedOutputs.replay(v1).counts.path(log.settings))
+    assert {tuple(r) for r in in_hours.collect()} == {
+        tuple(r) for r in replayed.where(log.hours.condition("window_start")).collect()
+    }
+    [info] = [v for v in list_versions(spark, log.settings) if v.version == v1]
+    assert info.status == "caught_up" and info.start == "earliest" and info.records == 1500
+
+
+def test_a_killed_replay_resumes_to_the_same_result(
+    spark: SparkSession, log: Log, tmp_path: Path
+) -> None:
+    progress = Path(SpeedOutputs.replay("killed").progress.path(log.settings), "_delta_log")
+    command = [sys.executable, "-m", "jobs.replay", "--version", "killed"]
+    command += ["--max-offsets-per-trigger", "300"]
+    job = subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=job_env(log.settings),
+        stdout=subprocess.DEVNULL,
+        stderr=tmp_path.joinpath("err").open("w"),
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not list(progress.glob("*.json")):  # killed once its first batch committed
+            assert job.poll() is None, tmp_path.joinpath("err").read_text()[-2000:]
+            assert time.monotonic() < deadline, "the replay committed no batch in 3 minutes"
+            time.sleep(0.2)
+        job.kill()
+    finally:
+        job.kill()
+        job.wait()
+    assert [v.status for v in list_versions(spark, log.settings) if v.version == "killed"] == [
+        "running"
+    ]
+    resumed = subprocess.run(
+        command, cwd=REPO, env=job_env(log.settings), capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    plan = plan_replay(log.settings, log.settings.kafka.topic, ReplayStart("earliest"))
+    assert run_replay(spark, log.settings, plan, "whole", max_offsets_per_trigger=300) == 0
+    for name in ("counts", "active_users", "sessions", "late", "quarantine"):
+        killed = getattr(SpeedOutputs.replay("killed"), name).path(log.settings)
+        whole = getattr(SpeedOutputs.replay("whole"), name).path(log.settings)
+        # When a row was written differs between any two runs; what it says may not.
+        a = spark.read.format("delta").load(killed).drop("ingested_at", "quarantined_at")
+        b = spark.read.format("delta").load(whole).drop("ingested_at", "quarantined_at")
+        assert a.exceptAll(b).count() == 0 and b.exceptAll(a).count() == 0, name
+
+
+def test_promotion_and_rollback_are_atomic_for_a_polling_reader(
+    spark: SparkSession, log: Log, v1: str
+) -> None:
+    kappa = log.settings.model_copy(update={"mode": "kappa"})
+
+    def answer() -> frozenset:
+        served, _ = serve(spark, kappa, "event_counts_1m")
+        return frozenset(tuple(r) for r in served.drop("source").collect())
+
+    live = answer()
+    seen: list[frozenset] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            seen.append(answer())
+
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        promote(spark, kappa, v1, force=False)
+        assert active_version(spark, kappa) == v1
+        promoted = answer()
+        time.sleep(2)
+        rollback(spark, kappa)
+        assert active_version(spark, kappa) == "live"
+    finally:
+        stop.set()
+        reader.join()
+    assert live != promoted, "the replay must serve the late events the live views lack"
+    assert answer() == live
+    assert seen and all(a in (live, promoted) for a in seen), "a reader saw a mix"
+
+
+def test_switching_lambda_kappa_lambda_keeps_the_answers_equal_to_batch(
+    spark: SparkSession, log: Log, v1: str
+) -> None:
+    kappa = log.settings.model_copy(update={"mode": "kappa"})
+    lambda_ = log.settings.model_copy(update={"mode": "lambda"})
+    batch = spark.read.format("delta").load(f"{log.settings.storage.root}/batch/event_counts_1m")
+    expected = {tuple(r) for r in batch.where(log.hours.condition("window_start")).collect()}
+
+    def closed_hours(settings: Settings) -> set[tuple]:
+        served, _ = serve(spark, settings, "event_counts_1m", log.hours.start, log.hours.end)
+        return {tuple(r) for r in served.drop("source").collect()}
+
+    promote(spark, kappa, v1, force=False)
+    try:
+        assert closed_hours(lambda_) == expected
+        assert closed_hours(kappa) == expected
+        assert closed_hours(lambda_) == expected
+    finally:
+        rollback(spark, kappa)
+
+
+def test_the_retention_guard_refuses_a_deleted_start_and_force_records_the_gap(
+    spark: SparkSession, log: Log, tmp_path: Path
+) -> None:
+    from kafka import KafkaAdminClient, TopicPartition
+
+    topic = f"retention-{uuid.uuid4().hex[:8]}"
+    settings = settings_for(tmp_path, topic)
+    ensure_topic(settings, partitions=1)
+    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    event = {"event_type": "click", "user_id": "u1", "page": "/", "event_time": now}
+    produce_json(settings, [("u1", {**event, "event_id": f"e{i}"}) for i in range(30)])
+    # What retention does to old segments, done at once: the log now starts at offset 10.
+    admin = KafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
+    try:
+        admin.delete_records({TopicPartition(topic, 0): 10})
+    finally:
+        admin.close()
+
+    for start in (
+        ReplayStart("earliest"),
+        ReplayStart("timestamp", timestamp=datetime(2026, 1, 1, tzinfo=UTC)),
+    ):
+        with pytest.raises(ReplayRequestError, match="no longer holds the requested start"):
+            plan_replay(settings, topic, start)
+    plan = plan_replay(settings, topic, ReplayStart("earliest"), force=True)
+    assert plan.gaps == {0: 10} and plan.records == 20
+    assert run_replay(spark, settings, plan, "gap") == 0
+    [info] = list_versions(spark, settings)
+    assert info.forced and info.gaps == {0: 10} and info.records == 20
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--version", "Not A Name"], "not a simple identifier"),
+        (["--start", "timestamp", "--timestamp", "2099-01-01T00:00Z"], "in the future"),
+        (["--topic", "no-such-topic-anywhere"], "does not exist"),
+        (["--start", "earliest", "--offsets", '{"0": 1}'], "neither a timestamp nor offsets"),
+        (["--start", "offsets", "--offsets", "[1, 2]"], "JSON object of partition"),
+        (["--start", "sideways"], "unknown start"),
+    ],
+)
+def test_bad_replay_parameters_are_refused_and_write_nothing(
+    args: list[str], message: str, kafka_up: str, tmp_path: Path
+) -> None:
+    settings = settings_for(tmp_path, "events")
+    job = subprocess.run(
+        [sys.executable, "-m", "jobs.replay", *args],
+        cwd=REPO,
+        env=job_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert job.returncode == 2, job.stderr
+    assert message in job.stderr and "nothing written" in job.stderr, job.stderr
+    assert "Traceback" not in job.stderr
+    assert not Path(settings.storage.root).exists()
+
+
+def test_a_replay_leaves_the_running_live_stream_untouched(
+    spark: SparkSession, kafka_up: str, tmp_path: Path
+) -> None:
+    settings = settings_for(tmp_path, f"live-{uuid.uuid4().hex[:8]}")
+    ensure_topic(settings)
+    produce_json(settings, list(_events("before", 300)))
+    live = subprocess.Popen(
+        [sys.executable, "-m", "jobs.speed_layer"],
+        cwd=REPO,
+        env={**job_env(settings), "TRIBUTARY__SPEED__TRIGGER_INTERVAL_SECONDS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    live_progress = SpeedOutputs.live().progress.path(settings)
+    sending = threading.Event()
+    sent = [300]
+
+    def keep_sending() -> None:
+        while not sending.is_set():
+            sent[0] += produce_json(settings, list(_events(uuid.uuid4().hex[:6], 10)))
+            time.sleep(0.5)
+
+    producer = threading.Thread(target=keep_sending)
+    try:
+        _wait_for(lambda: Path(live_progress, "_delta_log").exists(), 180, "the live stream")
+        producer.start()
+        before = _live_versions(spark, settings)
+        replay_began = datetime.now(UTC)
+        plan = plan_replay(settings, settings.kafka.topic, ReplayStart("earliest"))
+        assert run_replay(spark, settings, plan, "beside") == 0
+        replay_ended = datetime.now(UTC)
+        sending.set()
+        producer.join()
+        goal = sent[0]
+        _wait_for(
+            lambda: _consumed(spark, live_progress) >= goal, 180, "the live stream to catch up"
+        )
+    finally:
+        sending.set()
+        live.send_signal(signal.SIGTERM)
+        live.wait(120)
+    progress = spark.read.format("delta").load(live_progress)
+    during = progress.where(
+        (progress["processed_at"] >= replay_began) & (progress["processed_at"] <= replay_ended)
+    ).collect()
+    assert during, "the live stream committed micro-batches while the replay ran"
+    assert (
+        max(r["freshness_seconds"] for r in during if r["freshness_seconds"] is not None)
+        < settings.speed.freshness_slo_seconds
+    )
+    after = _live_versions(spark, settings)
+    assert all(after[name] > before[name] for name in ("raw", "progress"))
+    silver = spark.read.format("delta").load(SpeedOutputs.live().silver.path(settings))
+    assert silver.count() == sent[0], "every live event is in the live silver table, once"
+    replayed = spark.read.format("delta").load(SpeedOutputs.replay("beside").silver.path(settings))
+    assert replayed.count() == plan.records
+
+
+def _events(tag: str, n: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    for i in range(n):
+        yield (
+            f"u{i % 7}",
+            {
+                "event_id": f"{tag}-{i}",
+                "event_type": "page_view",
+                "user_id": f"u{i % 7}",
+                "page": "/",
+                "event_time": now,
+            },
+        )
+
+
+def _live_versions(spark: SparkSession, settings: Settings) -> dict[str, int]:
+    from delta.tables import DeltaTable
+
+    out = SpeedOutputs.live()
+    return {
+        name: int(
+            DeltaTable.forPath(spark, getattr(out, name).path(settings))
+            .history(1)
+            .first()["version"]
+        )
+        for name in ("raw", "progress")
+    }
+
+
+def _consumed(spark: SparkSession, progress: str) -> int:
+    return int(
+        spark.read.format("delta").load(progress).groupBy().sum("input_rows").first()[0] or 0
+    )
+
+
+def _wait_for(check: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(1)
