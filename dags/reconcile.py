@@ -88,9 +88,9 @@ def reconcile() -> None:
         from lakehouse.job_runner import run_job
 
         context = get_current_context()
-        outcome = run_job(
-            "jobs.reconcile", [*_arguments(context), "--run-id", context["run_id"]], log.info
-        )
+        args = [*_arguments(context), "--run-id", context["run_id"]]
+        log.info("running jobs.reconcile %s", " ".join(args))
+        outcome = run_job("jobs.reconcile", args, log.info)
         report = outcome.last(REPORT_PREFIX)
         if report:
             log.info("reconciliation report: %s", report)

@@ -84,13 +84,17 @@ def compare_view(
     left_missing: Missing | None = None,
     right_missing: Missing | None = None,
     closed: Sequence[Range] | None = None,
+    left_open: Column | None = None,
+    right_open: Column | None = None,
     scope: Range | None = None,
     names: tuple[str, str] = ("left", "right"),
 ) -> DataFrame:
     """Rows keyed like the view, with both sides' metrics, differences and a status.
 
     `closed`: the time ranges final on both sides (None: everything is); keys placed
-    outside are `open`. `scope`: only keys placed in [start, end) are compared at all.
+    outside are `open`. `left_open`/`right_open`: a predicate on that side's rows for rows
+    not final yet though placed in a closed range (a session still open); their keys are
+    `open` too. `scope`: only keys placed in [start, end) are compared at all.
     `thresholds`: allowed unexplained absolute difference per metric (absent: exact).
     """
     rule = rule_for(view)
@@ -101,13 +105,15 @@ def compare_view(
         for side, missing in (("left_late", left_missing), ("right_late", right_missing)):
             if missing is not None:
                 parts[side] = view.compute(missing.events)
+    still_open = {"left": left_open, "right": right_open}
     union = reduce(
         lambda a, b: a.unionByName(b),
-        (_tagged(rows, side, keys, carried) for side, rows in parts.items()),
+        (_tagged(rows, side, keys, carried, still_open.get(side)) for side, rows in parts.items()),
     )
     if scope is not None:
         union = union.where(_in_ranges(view.time_column, [scope]))
     grouped = union.groupBy(*keys).agg(
+        F.max("_open").alias("_row_open"),
         *(F.max(F.col("_side") == s).alias(f"_in_{s}") for s in parts),
         *(
             F.first(F.when(F.col("_side") == s, F.col(c)), ignorenulls=True).alias(f"{s}_{c}")
@@ -128,7 +134,8 @@ def compare_view(
         judged = _judge_sessions(grouped, rule, left_missing, right_missing, keys)
     else:
         judged = _judge_additive(grouped, rule, left_missing, right_missing, names)
-    is_open = F.lit(False) if closed is None else ~_in_ranges(view.time_column, closed)
+    outside = F.lit(False) if closed is None else ~_in_ranges(view.time_column, closed)
+    is_open = outside | F.col("_row_open")
     status = F.when(is_open, F.lit(OPEN)).otherwise(F.col("_status"))
     beyond = reduce(
         lambda a, b: a | b,
@@ -156,8 +163,11 @@ def _carried_columns(view: View, rule: Rule) -> list[str]:
     return [c for c in (*rule.metrics, *extra) if c not in view.keys]
 
 
-def _tagged(rows: DataFrame, side: str, keys: list[str], carried: list[str]) -> DataFrame:
-    return rows.select(*keys, *carried, F.lit(side).alias("_side"))
+def _tagged(
+    rows: DataFrame, side: str, keys: list[str], carried: list[str], still_open: Column | None
+) -> DataFrame:
+    is_open = F.lit(False) if still_open is None else F.coalesce(still_open, F.lit(False))
+    return rows.select(*keys, *carried, F.lit(side).alias("_side"), is_open.alias("_open"))
 
 
 def _in_ranges(column: str, ranges: Sequence[Range]) -> Column:

@@ -29,6 +29,7 @@ h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; } h3 { font-size
 table { border-collapse: collapse; margin: 8px 0 16px; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; vertical-align: top; }
 th { background: #f2f2f2; } td.text, th.text { text-align: left; }
+td.explanation { min-width: 320px; }
 .verdict { display: inline-block; padding: 4px 10px; border-radius: 4px; color: #fff; }
 .passed { background: #2c8a3c; } .failed { background: #c0392b; }
 tr.beyond td { background: #fdecea; }
@@ -143,7 +144,7 @@ def _rows_table(v: ViewComparison, rows: Sequence[dict[str, Any]], status: str) 
             for m in v.metrics
             for p in ("left", "right", "diff", "unexplained")
         )
-        cells += f'<td class="text">{escape(_cell(r["explanation"]))}</td>'
+        cells += f'<td class="text explanation">{escape(_cell(r["explanation"]))}</td>'
         css = ' class="beyond"' if r.get("beyond_threshold") else ""
         body.append(f"<tr{css}>{cells}</tr>")
     shown = f"first {len(rows)}" if len(rows) < v.counts[status] else f"all {len(rows)}"

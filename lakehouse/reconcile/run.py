@@ -154,6 +154,8 @@ def compare_one(
         left_missing=left.missing,
         right_missing=right.missing,
         closed=intersect(left.closed, right.closed),
+        left_open=left.still_open,
+        right_open=right.still_open,
         scope=scope,
         names=(left.source.name, right.source.name),
     ).persist(StorageLevel.MEMORY_AND_DISK)

@@ -29,7 +29,7 @@ from lakehouse.times import EPOCH, from_micros
 from lakehouse.views import VIEWS, View
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 BATCH_RUNS = table("ops.batch_runs")
 
@@ -89,6 +89,7 @@ class Side:
     rows: DataFrame | None  # None: the table does not exist yet
     missing: Missing | None
     closed: list[Range]  # where its rows are final
+    still_open: Column | None = None  # rows in those ranges that are not final yet
 
 
 def load_side(spark: SparkSession, settings: Settings, source: Source, v: View) -> Side:
@@ -109,13 +110,15 @@ def _load_stream(spark: SparkSession, settings: Settings, source: Source, v: Vie
     if watermark is None or rows is None:
         return Side(source, rows, late, [])
     final_until = watermark - timedelta(seconds=v.settle_seconds)
+    still_open = None
     if v.lookahead_seconds is None:
-        # A session still open (it may take on-time events yet) holds the mark at its start.
-        still_open = rows.where(F.col("session_end") >= F.lit(final_until))
-        [[first_open]] = still_open.agg(F.min(F.unix_micros(v.time_column))).collect()
-        if first_open is not None:
-            final_until = min(final_until, from_micros(first_open))
-    return Side(source, rows, late, [(EPOCH, final_until)])
+        # A session can still take on-time events until the watermark passes its end plus
+        # the gap; a closed one is final, whatever other users' sessions do. (Holding the
+        # mark at the first open session, as a range seam must, would stop at the start of
+        # the busiest user's endless session.) A new session never starts before the
+        # watermark, so a key absent below the mark stays absent.
+        still_open = F.col("session_end") >= F.lit(final_until)
+    return Side(source, rows, late, [(EPOCH, final_until)], still_open)
 
 
 def _latest_watermark(

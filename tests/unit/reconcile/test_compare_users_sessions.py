@@ -108,3 +108,26 @@ def test_equal_sessions_are_equal(events: Events) -> None:
         events.view("user_sessions", *rows), events.view("user_sessions", *rows), SESSIONS, {}
     )
     assert [r["status"] for r in result.collect()] == ["equal"]
+
+
+def test_a_session_still_open_on_one_side_is_open_not_unexplained(events: Events) -> None:
+    from pyspark.sql import functions as F
+
+    from tests.unit.reconcile.conftest import at
+
+    on_time = [("10:00", "click", "u1"), ("10:20", "click", "u1")]
+    batch = events.view("user_sessions", *on_time, ("10:40", "click", "u1"))
+    speed = events.view("user_sessions", *on_time)
+    closed_until = at("10:10")  # the speed's watermark minus the gap
+    got = sessions_of(
+        compare_view(
+            batch,
+            speed,
+            SESSIONS,
+            {},
+            closed=[(at("09:00"), closed_until)],
+            right_open=F.col("session_end") >= F.lit(closed_until),
+        )
+    )
+    # The speed's session (10:00-10:20) may still grow: the difference is not judged yet.
+    assert got[("u1", "10:00")]["status"] == "open"

@@ -1,0 +1,289 @@
+"""Reconciliation against real Kafka, Spark and Delta: four hours of events with every anomaly,
+streamed by the speed layer and recomputed by the batch layer, then compared batch vs speed
+
+- caught up, every difference is explained by the late events: nothing unexplained;
+- with one window of speed.event_counts_1m corrupted on purpose (a Delta UPDATE on a copy),
+  exactly that window is named, the job exits with the gate's status, `tributary compare`
+  says the same, and the gate refuses (as a promotion step would ask it);
+- the job's dq records are keyed by the run (a rerun replaces them) and its HTML report
+  renders in headless Chromium with the chart and the tables.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from jobs.reconcile import EXIT_GATE_FAILED, EXIT_PASSED, REPORT_PREFIX
+from jobs.speed_layer import start_query
+from lakehouse.batch import Interval, recompute_interval
+from lakehouse.config import Settings, load_settings
+from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.reconcile import (
+    EQUAL,
+    Reconciliation,
+    batch_source,
+    gate,
+    reconcile,
+    recorded_gate,
+    speed_source,
+)
+from lakehouse.speed_batch import SpeedOutputs
+from lakehouse.tables import table
+from lakehouse.views import VIEWS
+from tests.integration.browser import Browser
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO = Path(__file__).parents[2]
+HOUR = timedelta(hours=1)
+EVENTS = 2000
+
+
+def settings_for(root: Path, topic: str) -> Settings:
+    return load_settings("local", environment(root, topic))
+
+
+def environment(root: Path, topic: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "TRIBUTARY_PROFILE": "local",
+        "TRIBUTARY_STATE": str(root / "state"),  # the job's report and lock stay in the test
+        "TRIBUTARY__STORAGE__ROOT": str(root / "lake"),
+        "TRIBUTARY__STORAGE__CHECKPOINTS": str(root / "checkpoints"),
+        "TRIBUTARY__KAFKA__TOPIC": topic,
+        "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "700",
+    }
+    return env
+
+
+class Lake:
+    """Four hours streamed and recomputed into one lakehouse; copies of it to spoil."""
+
+    def __init__(self, tmp: Path, topic: str, hours: Interval) -> None:
+        self.tmp, self.topic, self.hours = tmp, topic, hours
+        self.settings = settings_for(tmp / "clean", topic)
+
+    def copy(self, name: str) -> Settings:
+        shutil.copytree(self.tmp / "clean" / "lake", self.tmp / name / "lake")
+        return settings_for(self.tmp / name, self.topic)
+
+    def job(self, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", *args],
+            cwd=REPO,
+            env=environment(self.tmp / name, self.topic),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+
+@pytest.fixture(scope="module")
+def lake(spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFactory) -> Lake:
+    tmp = tmp_path_factory.mktemp("reconcile")
+    topic = f"reconcile-{uuid.uuid4().hex[:8]}"
+    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    lk = Lake(tmp, topic, Interval(this_hour - 4 * HOUR, this_hour))
+    # Event time from five hours ago until now; late events trail by 15 min .. 3 h.
+    start = this_hour - 5 * HOUR
+    seconds = (datetime.now(UTC) - start).total_seconds()
+    cfg = GeneratorConfig(
+        count=EVENTS,
+        seed=11,
+        start=start,
+        rate=EVENTS / seconds,
+        # Enough users that many sessions close within the four hours.
+        users=200,
+        **ANOMALY_PRESETS["all"],
+    )
+    produce(lk.settings, cfg, tmp / "ledger.jsonl", topic=topic)
+    start_query(
+        spark, lk.settings, SpeedOutputs.live(), available_now=True, topic=topic
+    ).awaitTermination()
+    recompute_interval(spark, lk.settings, lk.hours, "four-hours")
+    return lk
+
+
+def batch_vs_speed(spark: SparkSession, settings: Settings, run_id: str) -> Reconciliation:
+    return reconcile(
+        spark,
+        settings,
+        batch_source(),
+        speed_source(),
+        list(VIEWS),
+        run_id,
+        datetime.now(UTC),
+    )
+
+
+@pytest.fixture(scope="module")
+def clean(spark: SparkSession, lake: Lake) -> tuple[dict[str, Any], dict[str, dict[str, int]]]:
+    """The clean comparison: a compared, equal window of speed.event_counts_1m to spoil,
+    and every view's counts."""
+    run = batch_vs_speed(spark, lake.settings, "clean")
+    try:
+        counts = next(v for v in run.views if v.view == "event_counts_1m")
+        assert counts.result is not None
+        # A window in the middle of the compared range, with events on both sides.
+        candidates = (
+            counts.result.where(f"status = '{EQUAL}' AND right_events > 1")
+            .orderBy("window_start", "event_type")
+            .collect()
+        )
+        assert candidates, "no equal window to corrupt"
+        chosen = candidates[len(candidates) // 2].asDict()
+        summary = {v.view: {**v.counts, "compared": v.compared} for v in run.views}
+        verdict = gate(run)
+    finally:
+        run.release()
+    assert verdict.passed, verdict.message()
+    return chosen, summary
+
+
+def test_caught_up_batch_and_speed_differ_only_by_late_events(
+    clean: tuple[dict[str, Any], dict[str, dict[str, int]]], lake: Lake, spark: SparkSession
+) -> None:
+    _, summary = clean
+    late = spark.read.format("delta").load(table("speed.late_events").path(lake.settings))
+    assert late.count() > 10, "the anomalies must make the stream set events aside as late"
+    for name, counts in summary.items():
+        assert counts["compared"] > 20, f"{name}: too little compared to prove anything {counts}"
+        assert counts["unexplained"] == 0, f"{name}: {counts}"
+        assert counts["beyond_threshold"] == 0, f"{name}: {counts}"
+    # Late events make batch and speed differ, and every such window is explained.
+    assert summary["event_counts_1m"]["explained"] > 5, summary
+    assert summary["active_users_10m"]["explained"] > 5, summary
+    # The newest minutes are not final on the speed side yet: counted, not judged.
+    assert summary["active_users_10m"]["open"] > 0, summary
+
+
+def test_a_corrupted_speed_window_is_named_and_the_gate_refuses(
+    clean: tuple[dict[str, Any], dict[str, dict[str, int]]], lake: Lake, spark: SparkSession
+) -> None:
+    from delta.tables import DeltaTable
+
+    chosen, summary = clean
+    spoiled = lake.copy("corrupt")
+    when = chosen["window_start"].strftime("%Y-%m-%d %H:%M:%S")
+    DeltaTable.forPath(spark, table("speed.event_counts_1m").path(spoiled)).update(
+        f"window_start = timestamp'{when}' AND event_type = '{chosen['event_type']}'",
+        {"events": "events + 3"},
+    )
+    run = batch_vs_speed(spark, spoiled, "corrupt")
+    try:
+        verdict = gate(run)
+        by_view = {v.view: v for v in run.views}
+    finally:
+        run.release()
+    counts = by_view["event_counts_1m"]
+    assert counts.counts["unexplained"] == 1 and counts.beyond_threshold == 1, counts.counts
+    [row] = counts.unexplained
+    assert (row["window_start"].replace(tzinfo=None), row["event_type"]) == (
+        chosen["window_start"],
+        chosen["event_type"],
+    )
+    assert row["diff_events"] == -3 and row["unexplained_events"] == -3
+    for name in ("active_users_10m", "user_sessions"):
+        assert by_view[name].counts["unexplained"] == 0, "only the corrupted view differs"
+    assert by_view["event_counts_1m"].compared == summary["event_counts_1m"]["compared"]
+
+    window = f"{chosen['window_start']:%Y-%m-%dT%H:%M:%SZ} event_type={chosen['event_type']}"
+    assert not verdict.passed and verdict.beyond_threshold == 1
+    assert "1 window(s) with an unexplained difference beyond threshold" in verdict.reasons[0]
+    assert verdict.first_windows == [f"event_counts_1m {window}: {row['explanation']}"], (
+        verdict.first_windows
+    )
+    assert not gate(run, require_compared=True).passed, "a promotion gate refuses as well"
+
+    # The job: the gate's exit status, the count and the window in its output.
+    job = lake.job("corrupt", "jobs.reconcile", "--run-id", "corrupt-run")
+    assert job.returncode == EXIT_GATE_FAILED, job.stdout + job.stderr
+    assert "reconciliation gate failed: 1 window(s)" in job.stderr
+    assert window in job.stderr and window in job.stdout
+    report = Path(job.stdout.split(REPORT_PREFIX)[1].splitlines()[0])
+    assert report.exists() and report.parent == lake.tmp / "corrupt" / "state" / "dq" / "reports"
+    recorded = recorded_gate(spark, spoiled, "corrupt-run")
+    assert not recorded.passed and recorded.beyond_threshold == 1, recorded
+    assert recorded.first_windows and window in recorded.first_windows[0]
+
+    # `tributary compare`: the same summary in the terminal, nothing written.
+    before = _versions(spark, spoiled)
+    cli = lake.job("corrupt", "jobs.cli", "compare", "--view", "event_counts_1m")
+    assert cli.returncode == EXIT_GATE_FAILED, cli.stdout + cli.stderr
+    assert "event_counts_1m" in cli.stdout and window in cli.stdout
+    assert "reconciliation gate failed" in cli.stdout
+    assert _versions(spark, spoiled) == before, "compare without --record writes nothing"
+
+
+def test_the_job_records_each_run_once_under_its_id(lake: Lake, spark: SparkSession) -> None:
+    spark_settings = lake.copy("recorded")
+    first = lake.job("recorded", "jobs.reconcile", "--run-id", "nightly-1")
+    assert first.returncode == EXIT_PASSED, first.stdout + first.stderr
+    assert "reconciliation gate passed" in first.stdout
+    rows = _dq_rows(spark, spark_settings, "nightly-1")
+    again = lake.job("recorded", "jobs.reconcile", "--run-id", "nightly-1")
+    assert again.returncode == EXIT_PASSED, again.stdout + again.stderr
+    assert _dq_rows(spark, spark_settings, "nightly-1") == rows, "a rerun replaces its rows"
+    runs, windows = rows
+    assert runs == len(VIEWS)
+    recorded = spark.read.format("delta").load(table("dq.reconciliation_runs").path(spark_settings))
+    compared = sum(r["compared"] for r in recorded.collect())
+    assert windows == compared > 0, "one windows row per compared key"
+    assert recorded_gate(spark, spark_settings, "nightly-1").passed
+
+
+def test_bad_arguments_exit_2_and_write_nothing(lake: Lake) -> None:
+    job = lake.job("bad", "jobs.reconcile", "--left", "speed", "--right", "speed")
+    assert job.returncode == 2 and "nothing written" in job.stderr
+    assert "Traceback" not in job.stderr
+    assert not (lake.tmp / "bad").exists()
+
+
+def test_the_report_renders_in_chromium(browser: Browser, lake: Lake) -> None:
+    reports = sorted((lake.tmp / "corrupt" / "state" / "dq" / "reports").glob("*.html"))
+    assert reports, "the corruption test writes the report this test opens"
+    browser.get(reports[0].as_uri())
+    assert "Reconciliation batch vs speed" in browser.title
+    charts = browser.find_elements(By.CSS_SELECTOR, "svg.chart")
+    assert {c.get_attribute("data-view") for c in charts} == set(VIEWS)
+    assert all(c.size["width"] > 400 and c.size["height"] > 100 for c in charts)
+    lines = browser.find_elements(By.CSS_SELECTOR, "svg.chart polyline")
+    assert len(lines) == 2 * len(VIEWS)
+    assert browser.find_elements(By.CSS_SELECTOR, "svg.chart circle.unexplained")
+    summary = browser.find_element(By.ID, "summary")
+    assert summary.is_displayed() and "event_counts_1m" in summary.text
+    [unexplained] = browser.find_elements(By.CSS_SELECTOR, "table.windows.unexplained")
+    assert unexplained.is_displayed() and len(unexplained.find_elements(By.TAG_NAME, "tr")) == 2
+    assert browser.find_element(By.ID, "verdict").text == "gate failed"
+    browser.screenshot("reconcile_report")
+    browser.execute_script("document.querySelector('svg.chart').scrollIntoView()")
+    browser.screenshot("reconcile_report_chart")
+
+
+def _dq_rows(spark: SparkSession, settings: Settings, run_id: str) -> tuple[int, int]:
+    def count(name: str) -> int:
+        df = spark.read.format("delta").load(table(name).path(settings))
+        return df.where(df["run_id"] == run_id).count()
+
+    return count("dq.reconciliation_runs"), count("dq.reconciliation_windows")
+
+
+def _versions(spark: SparkSession, settings: Settings) -> dict[str, int]:
+    from lakehouse.delta_io import table_version
+
+    return {
+        name: table_version(spark, table(name), settings) or -1
+        for name in ("dq.reconciliation_runs", "dq.reconciliation_windows")
+    }
