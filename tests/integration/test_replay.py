@@ -313,7 +313,9 @@ def test_a_replay_leaves_the_running_live_stream_untouched(
 
     producer = threading.Thread(target=keep_sending)
     try:
-        _wait_for(lambda: Path(live_progress, "_delta_log").exists(), 180, "the live stream")
+        _wait_for(
+            lambda: any(Path(live_progress, "_delta_log").glob("*.json")), 300, "the live stream"
+        )
         producer.start()
         before = _live_versions(spark, settings)
         replay_began = datetime.now(UTC)
