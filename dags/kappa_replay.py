@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
@@ -115,7 +115,8 @@ def kappa_replay() -> None:
         params = context["params"]
         mode = params.get("mode") or get_settings().mode
         if context["dag_run"].run_type == "scheduled" and mode != "kappa":
-            raise AirflowSkipException(
+            # Airflow's task log shows only "Skipping task."; the reason goes in the log too.
+            _skip(
                 f"{mode} mode: the batch layer recomputes the views; scheduled replays run "
                 "only in kappa mode (trigger this DAG by hand for a backfill)"
             )
@@ -145,7 +146,7 @@ def kappa_replay() -> None:
         from lakehouse.job_runner import run_job
 
         if replayed["dry_run"] or not replayed["auto_promote"]:
-            raise AirflowSkipException(
+            _skip(
                 "dry run: nothing to promote"
                 if replayed["dry_run"]
                 else f"auto-promote is off: promote {replayed['version']} with the "
@@ -167,6 +168,11 @@ def kappa_replay() -> None:
 
     # TaskFlow passes the XCom at run time; mypy sees the XComArg placeholder.
     promote(replay())  # type: ignore[arg-type]
+
+
+def _skip(reason: str) -> NoReturn:
+    log.info(reason)
+    raise AirflowSkipException(reason)
 
 
 kappa_replay()

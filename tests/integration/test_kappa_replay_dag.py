@@ -1,0 +1,365 @@
+"""The kappa DAGs run for real by the running Airflow, against the services' Kafka `events`
+topic and lakehouse (the local profile, as the services use it): kappa_replay through the
+REST API (a real replay from a timestamp, a dry run, parameters the API refuses and ones only
+the job can refuse), batch_layer doing nothing in kappa mode, promote_version and
+rollback_version refusing with their reasons, and kappa_replay's trigger form in headless
+Chromium.
+
+A replay's version is named `t<8 hex>` and removed afterwards, so the services' lakehouse
+does not accumulate test versions. Nothing here promotes or rolls back the services' pointer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from lakehouse.config import Settings, load_settings
+from lakehouse.generator import generate_events
+from lakehouse.kafka_io import produce_json
+from lakehouse.tables import VERSIONS
+from lakehouse.versions import LIVE, VersionInfo, list_versions, pointer_history
+from lakehouse.writer_lock import exclusive_writer
+from tests.integration import airflow_client as af
+from tests.integration.browser import (
+    Browser,
+    airflow_login,
+    form_field,
+    open_trigger_form,
+    submit_trigger_form,
+    wait_for,
+    xpath_text,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DAG_ID = "kappa_replay"
+RUN_TIMEOUT = 600  # a real replay starts Spark (~20 s) inside the task, on a busy machine
+
+
+@pytest.fixture(scope="module")
+def services_settings() -> Settings:
+    """What the Airflow services use: the same environment, no test overrides."""
+    return load_settings(environ=dict(os.environ))
+
+
+@pytest.fixture
+def version(spark: SparkSession, services_settings: Settings) -> Iterator[str]:
+    """A new version name; the version is removed afterwards if a run recorded it."""
+    name = f"t{uuid.uuid4().hex[:8]}"
+    yield name
+    info = _versions(spark, services_settings).get(name)
+    if info is not None and info.status != "removed":
+        from jobs.versions import remove
+
+        with exclusive_writer(services_settings, VERSIONS, wait_seconds=60):
+            remove(spark, services_settings, name)
+        assert _versions(spark, services_settings)[name].status == "removed"
+
+
+# --- kappa_replay through the REST API ------------------------------------------------------
+
+
+def test_a_replay_from_a_timestamp_writes_a_caught_up_version(
+    api: af.Api, spark: SparkSession, services_settings: Settings, version: str, kafka_up: str
+) -> None:
+    af.wait_parsed(api, DAG_ID)
+    since = datetime.now(UTC) - timedelta(minutes=3)
+    events = list(
+        generate_events(30, seed=random.randint(1, 10**9), start=since + timedelta(minutes=1))
+    )
+    assert produce_json(services_settings, events) == 30
+    conf = {
+        "start": "timestamp",
+        "timestamp": since.isoformat(),
+        "version": version,
+        "dry_run": False,
+        "auto_promote": False,
+        "force": False,
+        "mode": None,
+    }
+    run, tis, logs = _run(api, DAG_ID, conf)
+    assert run["state"] == "success", af.tasks_report(tis, logs, lines=60)
+    assert af.task_states(tis) == {"replay": "success", "promote": "skipped"}
+    replay_log = logs["replay"]
+    assert f"replay {version}: " in replay_log and "records (" in replay_log, replay_log
+    assert f"replay {version} caught up" in replay_log, replay_log
+    assert "auto-promote is off" in logs["promote"], logs["promote"]
+    summary = _xcom(api, DAG_ID, run["dag_run_id"], "replay")
+    assert summary["version"] == version and summary["records"] >= 30, summary
+
+    info = _versions(spark, services_settings)[version]
+    assert info.status == "caught_up", info
+    assert info.records is not None and info.records >= 30, info
+    assert info.start.startswith("timestamp "), info
+    assert not info.active and info.by.startswith(f"airflow:{DAG_ID}/"), info
+
+
+def test_a_dry_run_reports_and_writes_nothing(
+    api: af.Api, spark: SparkSession, services_settings: Settings, version: str, kafka_up: str
+) -> None:
+    af.wait_parsed(api, DAG_ID)
+    conf = {"start": "earliest", "version": version, "dry_run": True}
+    run, tis, logs = _run(api, DAG_ID, conf)
+    assert run["state"] == "success", af.tasks_report(tis, logs, lines=60)
+    assert af.task_states(tis) == {"replay": "success", "promote": "skipped"}
+    assert "dry run: nothing written" in logs["replay"], logs["replay"]
+    assert "replay of 'events' from earliest" in logs["replay"], logs["replay"]
+    assert "dry run: nothing to promote" in logs["promote"], logs["promote"]
+    summary = _xcom(api, DAG_ID, run["dag_run_id"], "replay")
+    assert summary["dry_run"] is True and summary["records"] > 0, summary
+    assert version not in _versions(spark, services_settings)
+
+
+@pytest.mark.parametrize(
+    ("conf", "param", "says"),
+    [
+        ({"version": "Bad Name"}, "version", "does not match '^[a-z][a-z0-9_]{0,39}$'"),
+        ({"start": "sideways"}, "start", "'sideways' is not one of"),
+        ({"dry_run": "yes"}, "dry_run", "'yes' is not of type 'boolean'"),
+    ],
+    ids=["version-with-a-space", "unknown-start", "dry-run-not-a-boolean"],
+)
+def test_the_api_refuses_invalid_params_with_the_reason(
+    api: af.Api, conf: dict[str, Any], param: str, says: str
+) -> None:
+    af.wait_parsed(api, DAG_ID)
+    before = _run_count(api, DAG_ID)
+    reply = api.call("POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": conf})
+    detail = af.expect_json(reply, 400)["detail"]
+    assert f"Invalid input for param {param}" in detail and says in detail, detail
+    assert _run_count(api, DAG_ID) == before, "a refused trigger created a run"
+
+
+@pytest.mark.parametrize(
+    ("conf", "says"),
+    [
+        ({"start": "offsets"}, "start 'offsets' needs per-partition offsets"),
+        ({"start": "earliest", "offsets": '{"0": 5}'}, "'earliest' takes neither"),
+        ({"start": "offsets", "offsets": "first ten"}, "are not a JSON object of partition"),
+    ],
+    ids=["offsets-without-offsets", "earliest-with-offsets", "offsets-not-json"],
+)
+def test_a_combination_the_form_cannot_check_fails_with_the_jobs_reason(
+    api: af.Api,
+    spark: SparkSession,
+    services_settings: Settings,
+    version: str,
+    conf: dict[str, Any],
+    says: str,
+) -> None:
+    af.wait_parsed(api, DAG_ID)
+    run, tis, logs = _run(api, DAG_ID, {**conf, "version": version})
+    assert run["state"] == "failed", af.tasks_report(tis, logs)
+    assert af.task_states(tis) == {"replay": "failed", "promote": "upstream_failed"}
+    assert says in logs["replay"] and "nothing written" in logs["replay"], logs["replay"]
+    assert "the replay was refused" in logs["replay"], logs["replay"]
+    assert [ti["try_number"] for ti in tis if ti["task_id"] == "replay"] == [1], "retried"
+    assert version not in _versions(spark, services_settings)
+
+
+def test_a_timestamp_that_is_no_time_is_refused_by_the_api_or_the_job(
+    api: af.Api, spark: SparkSession, services_settings: Settings, version: str
+) -> None:
+    """The param's `format: date-time` is only checked when jsonschema's date-time checker
+    (rfc3339-validator) is installed in Airflow's environment; without it the job refuses."""
+    af.wait_parsed(api, DAG_ID)
+    conf = {"start": "timestamp", "timestamp": "yesterday", "version": version}
+    reply = api.call("POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": conf})
+    if reply.status_code == 400:
+        detail = reply.json()["detail"]
+        assert "Invalid input for param timestamp" in detail, detail
+        return
+    run = af.expect_json(reply, 200)
+    with af.unpaused(api, DAG_ID):
+        run, tis = af.wait_for_run(api, DAG_ID, run["dag_run_id"], RUN_TIMEOUT)
+    logs = _task_logs(api, DAG_ID, run["dag_run_id"], tis)
+    assert run["state"] == "failed", af.tasks_report(tis, logs)
+    assert "'yesterday' is not an ISO-8601 time" in logs["replay"], logs["replay"]
+    assert "the replay was refused" in logs["replay"], logs["replay"]
+    assert version not in _versions(spark, services_settings)
+
+
+# --- batch_layer in kappa mode; promote_version and rollback_version -------------------------
+
+
+def test_batch_layer_in_kappa_mode_does_nothing_and_says_why(api: af.Api) -> None:
+    dag_id = "batch_layer"
+    af.wait_parsed(api, dag_id)
+    run, tis, logs = _run(api, dag_id, {"mode": "kappa"})
+    assert run["state"] == "success", af.tasks_report(tis, logs)
+    assert af.task_states(tis) == {"recompute": "skipped"}
+    assert "kappa mode: there is no batch layer" in logs["recompute"], logs["recompute"]
+    assert "corrections come from replays" in logs["recompute"], logs["recompute"]
+
+
+def test_promoting_a_version_that_does_not_exist_fails_with_the_reason(
+    api: af.Api, spark: SparkSession, services_settings: Settings
+) -> None:
+    dag_id = "promote_version"
+    af.wait_parsed(api, dag_id)
+    missing = f"t{uuid.uuid4().hex[:8]}"
+    pointer_before = pointer_history(spark, services_settings)
+    run, tis, logs = _run(api, dag_id, {"version": missing, "force": False})
+    assert run["state"] == "failed", af.tasks_report(tis, logs)
+    assert af.task_states(tis) == {"promote": "failed"}
+    assert f"no version '{missing}'" in logs["promote"], logs["promote"]
+    assert "nothing changed" in logs["promote"], logs["promote"]
+    assert f"{missing} was not promoted" in logs["promote"], logs["promote"]
+    assert pointer_history(spark, services_settings) == pointer_before
+
+
+def test_rollback_with_nothing_promoted_fails_with_the_reason(
+    api: af.Api, spark: SparkSession, services_settings: Settings
+) -> None:
+    """Only when the services' pointer has nothing to roll back to: otherwise the run would
+    switch what serving reads, which a test must not do to the services' lakehouse."""
+    dag_id = "rollback_version"
+    af.wait_parsed(api, dag_id)
+    history = pointer_history(spark, services_settings)
+    promoted = _promoted_stack(history)
+    if promoted:
+        pytest.skip(
+            f"the services' serving pointer has {' -> '.join(promoted)} promoted over live: "
+            "a rollback would change what serving reads"
+        )
+    run, tis, logs = _run(api, dag_id, None)
+    assert run["state"] == "failed", af.tasks_report(tis, logs)
+    assert af.task_states(tis) == {"rollback": "failed"}
+    assert "nothing to roll back" in logs["rollback"], logs["rollback"]
+    assert "nothing was rolled back" in logs["rollback"], logs["rollback"]
+    assert pointer_history(spark, services_settings) == history
+
+
+# --- kappa_replay's trigger form in headless Chromium ---------------------------------------
+
+
+def test_a_dry_run_from_the_trigger_form(
+    browser: Browser,
+    airflow_up: str,
+    api: af.Api,
+    spark: SparkSession,
+    services_settings: Settings,
+    kafka_up: str,
+) -> None:
+    af.wait_parsed(api, DAG_ID)
+    airflow = services_settings.airflow
+    assert airflow.admin_password is not None, "no Airflow admin password: run `make setup`"
+    airflow_login(
+        browser, airflow_up, airflow.admin_user, airflow.admin_password.get_secret_value()
+    )
+    versions_before = set(_versions(spark, services_settings))
+    # The form unpauses the DAG when it triggers it; put it back as it was afterwards.
+    with af.unpaused(api, DAG_ID):
+        form = open_trigger_form(browser, airflow_up, DAG_ID)
+        # Start keeps its default, earliest (the select's value is in a hidden input).
+        start = form.find_element(By.NAME, "element_start")
+        assert start.get_attribute("value") == "earliest"
+        _tick(form, "Dry run")
+        assert not form_field(form, "Auto-promote").is_selected()
+        dry_run = form_field(form, "Dry run")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", dry_run)
+        browser.screenshot("kappa_replay_trigger_form")
+        run_id = submit_trigger_form(browser, form, DAG_ID)
+        run, tis = af.wait_for_run(api, DAG_ID, run_id, RUN_TIMEOUT)
+    logs = _task_logs(api, DAG_ID, run_id, tis)
+    assert run["state"] == "success", af.tasks_report(tis, logs, lines=60)
+    assert run["conf"]["dry_run"] is True and run["conf"]["start"] == "earliest", run["conf"]
+    assert af.task_states(tis) == {"replay": "success", "promote": "skipped"}
+    assert "dry run: nothing written" in logs["replay"], logs["replay"]
+    assert set(_versions(spark, services_settings)) == versions_before
+    # The run page the form opened, now showing the finished run.
+    browser.refresh()
+    wait_for(browser, lambda d: "Success" in d.find_element(By.TAG_NAME, "body").text, "Success")
+    browser.screenshot("kappa_replay_dry_run")
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _run(
+    api: af.Api, dag_id: str, conf: dict[str, Any] | None
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, str]]:
+    """Trigger a manual run with `conf` and wait for it to finish (the DAG unpaused meanwhile,
+    then paused again); the run, its task instances and their logs."""
+    with af.unpaused(api, dag_id):
+        run = af.trigger_run(api, dag_id, conf)
+        run, tis = af.wait_for_run(api, dag_id, run["dag_run_id"], RUN_TIMEOUT)
+    assert run["state"] in af.FINAL_STATES, (
+        f"{dag_id} run {run['dag_run_id']} still {run['state']!r} after {RUN_TIMEOUT} s"
+    )
+    return run, tis, _task_logs(api, dag_id, run["dag_run_id"], tis)
+
+
+def _task_logs(api: af.Api, dag_id: str, run_id: str, tis: list[dict[str, Any]]) -> dict[str, str]:
+    """Each task's log (latest try) as text, with the exception a failed task raised, as the
+    UI shows it (af.task_log keeps only the entries' events)."""
+    logs = {}
+    for ti in tis:
+        if not ti["try_number"]:
+            logs[ti["task_id"]] = "(never ran)"
+            continue
+        path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{ti['task_id']}"
+        reply = api.call(
+            "GET", f"{path}/logs/{ti['try_number']}", headers={"Accept": "application/json"}
+        )
+        lines = []
+        for entry in af.expect_json(reply, 200)["content"]:
+            if isinstance(entry, str):
+                lines.append(entry)
+                continue
+            lines.append(str(entry.get("event", entry)))
+            lines += [
+                f"{d.get('exc_type')}: {d.get('exc_value')}"
+                for d in entry.get("error_detail") or []
+            ]
+        logs[ti["task_id"]] = "\n".join(lines)
+    return logs
+
+
+def _xcom(api: af.Api, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+    path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
+    value = af.expect_json(api.call("GET", path), 200)["value"]
+    # The API returns the stored value as is: JSON text or already a structure.
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _run_count(api: af.Api, dag_id: str) -> int:
+    reply = api.call("GET", f"/dags/{dag_id}/dagRuns", params={"limit": 1})
+    return int(af.expect_json(reply, 200)["total_entries"])
+
+
+def _versions(spark: SparkSession, settings: Settings) -> dict[str, VersionInfo]:
+    return {v.version: v for v in list_versions(spark, settings)}
+
+
+def _promoted_stack(history: list[dict[str, Any]]) -> list[str]:
+    """The promotions a rollback could undo, oldest first (jobs.versions.rollback's stack)."""
+    stack = [LIVE]
+    for row in history:
+        if row["action"] == "promote":
+            stack.append(row["version"])
+        elif row["action"] == "rollback" and len(stack) > 1:
+            stack.pop()
+    return stack[1:]
+
+
+def _tick(form: Any, label: str) -> None:
+    """Tick a checkbox as a user does, by clicking its box; checks that it is ticked."""
+    box = form_field(form, label)
+    assert not box.is_selected(), f"{label!r} is already ticked"
+    control = form.find_element(
+        By.XPATH,
+        f".//label[@for={xpath_text(box.get_attribute('id') or '')}][not(normalize-space())]",
+    )
+    control.click()
+    wait_for(form.parent, lambda d: box.is_selected(), f"{label!r} to be ticked")
