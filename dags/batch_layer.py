@@ -46,7 +46,7 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
 @dag(
     dag_id="batch_layer",
     schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    start_date=datetime(2024, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
     default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},

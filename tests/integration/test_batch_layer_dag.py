@@ -50,7 +50,8 @@ def past_hours(
 ) -> tuple[datetime, pd.DataFrame]:
     """Four hours of events, long ago, in the services' bronze; (first hour, accepted events)."""
     this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    first = this_hour - random.randint(100, 20_000) * HOUR
+    # Long ago, yet after the DAG's start_date (runs before it get no tasks).
+    first = this_hour - random.randint(100, 5_000) * HOUR
     ledger_path = tmp_path_factory.mktemp("batch_dag") / "ledger.jsonl"
     cfg = GeneratorConfig(
         count=240, seed=random.randint(1, 10**9), start=first, rate=240 / (4 * 3600), users=12
