@@ -21,6 +21,7 @@ VERSION_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 # Without a measured rate yet, estimates use this (events/s; the speed layer's catch-up rate
 # measured on this 2-core machine, bench/results).
 DEFAULT_RATE = 7_500.0
+MIN_RATE_RECORDS = 100_000  # replays smaller than this do not set the estimate
 
 
 class ReplayRequestError(ValueError):
@@ -237,9 +238,14 @@ def measured_rate(settings: Settings) -> float | None:
     uri, options = delta_rs_location(settings, table("ops.replay_versions").path(settings))
     try:
         rows = DeltaTable(uri, storage_options=options).to_pyarrow_table(
-            columns=["event", "at", "rate"]
+            columns=["event", "at", "rate", "records"]
         )
     except TableNotFoundError:
         return None
-    done = [r for r in rows.to_pylist() if r["event"] == "caught_up" and r["rate"]]
+    # A small replay's rate is mostly Spark's start-up: it would predict nothing.
+    done = [
+        r
+        for r in rows.to_pylist()
+        if r["event"] == "caught_up" and r["rate"] and (r["records"] or 0) >= MIN_RATE_RECORDS
+    ]
     return float(max(done, key=lambda r: r["at"])["rate"]) if done else None
