@@ -15,7 +15,8 @@ log = logging.getLogger("tributary.dags.reconcile")
 # lakehouse.views.VIEWS and lakehouse.reconcile NAMED_SOURCES; not imported, as DAG files
 # import lakehouse only in tasks.
 VIEWS = ["event_counts_1m", "active_users_10m", "user_sessions"]
-SOURCES = ["batch", "speed"]
+SOURCES = ["batch", "speed", "replay:v1"]
+SOURCE_PATTERN = r"^(batch|speed|replay:[a-z][a-z0-9_]{0,39})$"
 # The batch_layer DAG's outlets. A list means "all of them": its one task updates the three
 # together, so each batch run triggers exactly one reconciliation (with `|`, each asset
 # event could start a run of its own).
@@ -34,8 +35,9 @@ explain it (`batch = speed + late`). Results go to `dq.reconciliation_runs` and
 
 - **After every batch run**: triggered by the batch layer's assets (`batch.<view>`), it
   compares batch vs speed over the interval(s) those batch runs recomputed.
-- **By hand**: *Trigger DAG* with `left`/`right` (batch, speed), a `view` (or all), and an
-  optional `start`/`end` range (UTC; empty: every final window).
+- **By hand**: *Trigger DAG* with `left`/`right` (batch, speed, or a replay version as
+  `replay:v3`: replay vs live, replay vs batch), a `view` (or all), and an optional
+  `start`/`end` range (UTC; empty: every final window).
 
 The task **fails** when more windows than `dq.max_unexplained_windows` have a difference no
 late event explains beyond the metric's threshold (`dq.thresholds` in config/base.yaml;
@@ -56,8 +58,23 @@ counts are exact by default); the message gives the count and the first windows.
     description="Batch vs speed per window after each batch run: dq.* records, HTML report, gate",
     doc_md=DOC,
     params={
-        "left": Param("batch", enum=SOURCES, title="Left side"),
-        "right": Param("speed", enum=SOURCES, title="Right side"),
+        # A list to pick from, or a replay version typed in (replay:v3).
+        "left": Param(
+            "batch",
+            type="string",
+            pattern=SOURCE_PATTERN,
+            examples=SOURCES,
+            title="Left side",
+            description="batch, speed (live) or replay:<version>",
+        ),
+        "right": Param(
+            "speed",
+            type="string",
+            pattern=SOURCE_PATTERN,
+            examples=SOURCES,
+            title="Right side",
+            description="batch, speed (live) or replay:<version>",
+        ),
         "view": Param("all", enum=["all", *VIEWS], title="View"),
         "start": Param(
             None,

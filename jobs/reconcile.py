@@ -47,7 +47,6 @@ EXIT_CANNOT_RUN = 1
 EXIT_BAD_ARGUMENTS = 2
 EXIT_NOTHING_COMPARED = 3
 EXIT_GATE_FAILED = 4
-SOURCES = ("batch", "speed")  # lakehouse.reconcile.sources.NAMED_SOURCES
 REPORT_PREFIX = "reconcile report: "
 RESULT_PREFIX = "reconcile result: "
 LOCK_WAIT_SECONDS = 900
@@ -66,10 +65,25 @@ def moment(text: str) -> datetime:
         ) from None
 
 
+def source_name(text: str) -> str:
+    from lakehouse.reconcile.sources import UnknownSourceError, named_source
+
+    try:
+        named_source(text)
+    except UnknownSourceError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def add_comparison_arguments(parser: argparse.ArgumentParser) -> None:
     """What to compare: shared by this job and `tributary compare`."""
-    parser.add_argument("--left", choices=SOURCES, default="batch", help="left side (batch)")
-    parser.add_argument("--right", choices=SOURCES, default="speed", help="right side (speed)")
+    sides = "batch, speed (the live speed layer) or replay:<version>"
+    parser.add_argument(
+        "--left", type=source_name, default="batch", help=f"left side: {sides} (batch)"
+    )
+    parser.add_argument(
+        "--right", type=source_name, default="speed", help=f"right side: {sides} (speed)"
+    )
     parser.add_argument(
         "--view",
         dest="views",
@@ -114,15 +128,13 @@ def compare_sources(
     spark: SparkSession, settings: Settings, request: Request, run_id: str
 ) -> Reconciliation:
     from lakehouse.reconcile import named_source, reconcile
-    from lakehouse.reconcile.sources import batch_runs_span
+    from lakehouse.reconcile.sources import batch_run_intervals
 
-    start, end = request.start, request.end
+    intervals = None
     if request.batch_runs:
-        span, unknown = batch_runs_span(spark, settings, request.batch_runs)
+        intervals, unknown = batch_run_intervals(spark, settings, request.batch_runs)
         if unknown:
             raise BadArguments(f"no batch run recorded in ops.batch_runs as {', '.join(unknown)}")
-        assert span is not None
-        start, end = span
     return reconcile(
         spark,
         settings,
@@ -131,8 +143,9 @@ def compare_sources(
         request.views,
         run_id,
         datetime.now(UTC),
-        start,
-        end,
+        request.start,
+        request.end,
+        ranges=intervals,
     )
 
 

@@ -86,7 +86,7 @@ def compare_view(
     closed: Sequence[Range] | None = None,
     left_open: Column | None = None,
     right_open: Column | None = None,
-    scope: Range | None = None,
+    scope: Sequence[Range] | None = None,
     names: tuple[str, str] = ("left", "right"),
 ) -> DataFrame:
     """Rows keyed like the view, with both sides' metrics, differences and a status.
@@ -94,7 +94,7 @@ def compare_view(
     `closed`: the time ranges final on both sides (None: everything is); keys placed
     outside are `open`. `left_open`/`right_open`: a predicate on that side's rows for rows
     not final yet though placed in a closed range (a session still open); their keys are
-    `open` too. `scope`: only keys placed in [start, end) are compared at all.
+    `open` too. `scope`: only keys placed in these [start, end) ranges are compared at all.
     `thresholds`: allowed unexplained absolute difference per metric (absent: exact).
     """
     rule = rule_for(view)
@@ -111,7 +111,7 @@ def compare_view(
         (_tagged(rows, side, keys, carried, still_open.get(side)) for side, rows in parts.items()),
     )
     if scope is not None:
-        union = union.where(_in_ranges(view.time_column, [scope]))
+        union = union.where(_in_ranges(view.time_column, scope))
     grouped = union.groupBy(*keys).agg(
         F.max("_open").alias("_row_open"),
         *(F.max(F.col("_side") == s).alias(f"_in_{s}") for s in parts),

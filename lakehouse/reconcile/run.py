@@ -26,6 +26,7 @@ from lakehouse.reconcile.compare import (
     rule_for,
 )
 from lakehouse.reconcile.sources import Side, Source, load_side
+from lakehouse.serving import merge_ranges
 from lakehouse.times import EPOCH, from_micros
 from lakehouse.views import View, view
 
@@ -74,7 +75,8 @@ class Reconciliation:
     left: str
     right: str
     started_at: datetime
-    scope: tuple[datetime | None, datetime | None]
+    scope: tuple[datetime | None, datetime | None]  # what was asked: the hull of `ranges`
+    ranges: list[Range]  # the ranges compared (several: the intervals of several batch runs)
     thresholds: dict[str, float]
     max_unexplained_windows: int
     views: list[ViewComparison]
@@ -99,10 +101,14 @@ def reconcile(
     started_at: datetime,
     start: datetime | None = None,
     end: datetime | None = None,
+    ranges: Sequence[Range] | None = None,
 ) -> Reconciliation:
-    """Compare `views` of two sources for keys placed in [start, end); call release() after."""
+    """Compare `views` of two sources for keys placed in [start, end), or in `ranges`;
+    call release() after."""
     thresholds = dict(settings.dq.thresholds)
-    scope = (start or EPOCH, end or FAR_FUTURE)
+    scope = merge_ranges(list(ranges)) if ranges else [(start or EPOCH, end or FAR_FUTURE)]
+    if ranges:
+        start, end = scope[0][0], scope[-1][1]
     compared = [
         compare_one(
             spark,
@@ -120,6 +126,7 @@ def reconcile(
         right=right.name,
         started_at=started_at,
         scope=(start, end),
+        ranges=scope,
         thresholds=thresholds,
         max_unexplained_windows=settings.dq.max_unexplained_windows,
         views=compared,
@@ -132,7 +139,7 @@ def compare_one(
     right: Side,
     v: View,
     thresholds: dict[str, float],
-    scope: Range,
+    scope: list[Range],
 ) -> ViewComparison:
     rule = rule_for(v)
     empty = {**dict.fromkeys(STATUSES, 0), "beyond_threshold": 0}

@@ -70,16 +70,28 @@ def speed_source() -> Source:
     return stream_source(SpeedOutputs.live(), "speed")
 
 
-# Sources by the name the CLI, the job and the DAG accept. Replays add theirs by version.
+# Sources by the name the CLI, the job and the DAG accept; and replay:<version>.
 NAMED_SOURCES = {"batch": batch_source, "speed": speed_source}
+REPLAY_PREFIX = "replay:"
 
 
 def named_source(name: str) -> Source:
+    """`batch`, `speed` (the live speed layer) or `replay:<version>` (a replay's tables)."""
+    if name.startswith(REPLAY_PREFIX):
+        from lakehouse.replay import ReplayRequestError, check_version_name
+
+        version = name[len(REPLAY_PREFIX) :]
+        try:
+            check_version_name(version)
+        except ReplayRequestError as err:
+            raise UnknownSourceError(str(err)) from None
+        return stream_source(SpeedOutputs.replay(version), f"replay_{version}")
     try:
         return NAMED_SOURCES[name]()
     except KeyError:
         raise UnknownSourceError(
-            f"unknown source {name!r}; choose one of: {', '.join(NAMED_SOURCES)}"
+            f"unknown source {name!r}; choose one of: {', '.join(NAMED_SOURCES)}, "
+            f"{REPLAY_PREFIX}<version>"
         ) from None
 
 
@@ -192,13 +204,13 @@ def _unread_late_events(spark: SparkSession, settings: Settings, v: View) -> Dat
     )
 
 
-def batch_runs_span(
+def batch_run_intervals(
     spark: SparkSession, settings: Settings, run_ids: list[str]
-) -> tuple[Range | None, list[str]]:
-    """[first interval start, last interval end) of the recorded batch runs, and the ids of
-    those not recorded. What an asset-triggered reconciliation compares: what just changed."""
+) -> tuple[list[Range], list[str]]:
+    """The intervals the recorded batch runs recomputed, and the ids of those not recorded.
+    What an asset-triggered reconciliation compares: what just changed."""
     if not table_exists(spark, BATCH_RUNS, settings):
-        return None, run_ids
+        return [], run_ids
     rows = (
         read_table(spark, BATCH_RUNS, settings)
         .where(F.col("run_id").isin(run_ids))
@@ -210,8 +222,4 @@ def batch_runs_span(
         .collect()
     )
     unknown = sorted(set(run_ids) - {r["run_id"] for r in rows})
-    if not rows:
-        return None, unknown
-    start = from_micros(min(r["start"] for r in rows))
-    end = from_micros(max(r["end"] for r in rows))
-    return (start, end), unknown
+    return [(from_micros(r["start"]), from_micros(r["end"])) for r in rows], unknown

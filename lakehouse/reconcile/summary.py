@@ -18,6 +18,8 @@ def scope_text(run: Reconciliation) -> str:
     start, end = run.scope
     if start is None and end is None:
         return "every final window"
+    if len(run.ranges) > 1:
+        return ", ".join(f"[{_when(a)}, {_when(b)})" for a, b in run.ranges)
     return f"[{_when(start) if start else '...'}, {_when(end) if end else '...'})"
 
 

@@ -129,7 +129,7 @@ def test_scope_leaves_other_windows_out_entirely(events: Events) -> None:
     late = Missing(events(("12:00:00", "click", "u2")), "late")
     got = keyed(
         compare_view(
-            batch, speed, COUNTS, EXACT, right_missing=late, scope=(at("10:00"), at("10:30"))
+            batch, speed, COUNTS, EXACT, right_missing=late, scope=[(at("10:00"), at("10:30"))]
         )
     )
     assert set(got) == {("10:00", "click")}

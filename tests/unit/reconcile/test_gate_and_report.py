@@ -66,6 +66,7 @@ def run_of(*views: ViewComparison, allowed: int = 0) -> Reconciliation:
         right="speed",
         started_at=at("12:00"),
         scope=(at("10:00"), None),
+        ranges=[(at("10:00"), at("23:59"))],
         thresholds={"events": 0.0},
         max_unexplained_windows=allowed,
         views=list(views),
