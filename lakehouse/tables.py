@@ -42,6 +42,7 @@ BATCH = "batch_layer"
 REPLAY = "replay"  # replay_<version>.* tables (SpeedOutputs.replay) and ops.replay_versions
 VERSIONS = "versions"  # ops.serving_pointer: promotion, rollback, removal of replay versions
 RECONCILE = "reconcile"
+QUALITY = "quality"  # jobs/quality.py: Great Expectations suites on the tables' snapshots
 
 TABLES: dict[str, Table] = {
     t.name: t
@@ -126,6 +127,16 @@ TABLES: dict[str, Table] = {
             "dq.reconciliation_windows",
             RECONCILE,
             "Per run and view key: both sides' measures, difference, status and explanation",
+        ),
+        Table(
+            "dq.quality_runs",
+            QUALITY,
+            "One row per quality run and table: version validated, verdict, broken checks, docs",
+        ),
+        Table(
+            "dq.quality_quarantine",
+            QUALITY,
+            "Rows a quality run's QUARANTINE checks refused: table, version, row as JSON, reasons",
         ),
     )
 }

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 SITE = "tributary"
 RESULTS_FOLDER = "_results"  # inside the docs folder: docs and the runs they list move together
 EXAMPLES = 5
+INDEX_LIMIT = 500  # the newest validations listed in the Data Docs index
 
 
 class Verdict(StrEnum):
@@ -143,7 +144,11 @@ def _context(docs_dir: Path | None) -> EphemeralDataContext:
                     "class_name": "TupleFilesystemStoreBackend",
                     "base_directory": str(docs_dir),
                 },
-                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+                # The index loads every run it lists: keep its cost (and length) bounded.
+                "site_index_builder": {
+                    "class_name": "DefaultSiteIndexBuilder",
+                    "validation_results_limit": INDEX_LIMIT,
+                },
             }
         }
     return gx.get_context(mode="ephemeral", project_config=config)

@@ -1,0 +1,148 @@
+"""Validates the lakehouse with its Great Expectations suites after every batch run, and on
+demand (jobs/quality.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import operator
+from datetime import UTC, datetime, timedelta
+from functools import reduce
+from typing import Any
+
+from airflow.sdk import Asset, Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+
+log = logging.getLogger("tributary.dags.data_quality")
+
+# lakehouse.views.VIEWS and jobs.quality.LAYERS; not imported, as DAG files import lakehouse
+# and jobs only in tasks.
+VIEWS = ["event_counts_1m", "active_users_10m", "user_sessions"]
+LAYERS = ["all", "bronze", "silver", "quarantine", "speed", "batch"]
+# The batch_layer DAG's outlets. `|`: any of them is enough (the batch run updates the three
+# together; max_active_runs=1 keeps their events from piling up runs).
+BATCH_ASSETS = [Asset(name=f"batch.{v}", uri=f"tributary://batch/{v}") for v in VIEWS]
+ANY_BATCH_ASSET = reduce(operator.or_, BATCH_ASSETS)
+
+DOC = """
+### Data quality
+
+Runs the **Great Expectations** suites (`lakehouse/quality/suites.py`) on the Delta
+snapshot of each table of a layer (`python -m jobs.quality`): bronze (`bronze.events_raw`),
+quarantine (`bronze.quarantine`), silver (`silver.events`), the speed and batch views.
+A table that does not exist yet is skipped. Only the rows in the range are validated
+(bronze, quarantine and silver rows by arrival time, the views by window or session start).
+
+Each check has an action:
+
+- **fail**: the table is wrong (a pipeline bug). The task **fails**, naming the broken checks
+  with their counts and first examples.
+- **warn**: suspicious but usable; the run succeeds and the summary says so.
+- **quarantine**: the offending rows are written to `dq.quality_quarantine` (table, version,
+  the row as JSON, its `dq:<check>` reasons). The table itself is left to its one writer.
+
+Every run adds one row per table to `dq.quality_runs` (verdict, broken checks, seconds, Data
+Docs page), keyed by the run id: a retry writes nothing twice.
+
+**Data Docs**: the task log ends with `Data Docs: <path>/index.html`, the Great Expectations
+site listing every run (open the file in a browser; default `<state>/dq/data_docs`).
+
+- **After every batch run**: triggered by any of the batch layer's assets (`batch.<view>`),
+  validates every layer, rows of the last 2 days.
+- **By hand**: *Trigger DAG* with a `layer` and an optional `start`/`end` range (UTC;
+  empty: the 2 days before the run).
+"""
+
+
+@dag(
+    dag_id="data_quality",
+    schedule=ANY_BATCH_ASSET,
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    # A retry helps when Spark or storage hiccup; a broken FAIL check fails at once.
+    default_args={"retries": 1, "retry_delay": timedelta(minutes=1)},
+    tags=["tributary", "data-quality"],
+    description="Great Expectations suites per layer: fail, warn or quarantine; Data Docs",
+    doc_md=DOC,
+    params={
+        "layer": Param("all", enum=LAYERS, title="Layer", description="The tables to validate"),
+        "start": Param(
+            None,
+            type=["null", "string"],
+            format="date-time",
+            title="From (UTC)",
+            description="Empty: 2 days before the end. Else the first instant validated",
+        ),
+        "end": Param(
+            None,
+            type=["null", "string"],
+            format="date-time",
+            title="To (UTC)",
+            description="Empty: when the run was triggered. Else the end, exclusive",
+        ),
+    },
+)
+def data_quality() -> None:
+    @task(execution_timeout=timedelta(hours=1))
+    def validate() -> dict[str, Any]:
+        from jobs.quality import (
+            BROKEN_PREFIX,
+            DOCS_PREFIX,
+            EXIT_BAD_ARGUMENTS,
+            EXIT_FAILED,
+            RESULT_PREFIX,
+        )
+        from lakehouse.job_runner import run_job
+
+        context = get_current_context()
+        args = [*_arguments(context), "--run-id", context["run_id"]]
+        log.info("running jobs.quality %s", " ".join(args))
+        outcome = run_job("jobs.quality", args, on_line=log.info)
+        docs = outcome.last(DOCS_PREFIX)
+        if docs:
+            log.info("%s%s", DOCS_PREFIX, docs)
+        if outcome.returncode == EXIT_BAD_ARGUMENTS:
+            raise AirflowFailException("bad parameters: see the log above")
+        if outcome.returncode == EXIT_FAILED:
+            broken = [
+                line[len(BROKEN_PREFIX) :]
+                for line in outcome.lines
+                if line.startswith(BROKEN_PREFIX)
+            ]
+            raise AirflowFailException(
+                "data quality: FAIL checks broke:\n"
+                + "\n".join(f"  {b}" for b in broken)
+                + f"\n{DOCS_PREFIX}{docs}"
+            )
+        if outcome.returncode != 0:
+            raise RuntimeError(f"jobs.quality stopped with status {outcome.returncode}")
+        result = outcome.last(RESULT_PREFIX)
+        assert result is not None, "the quality job printed no result line"
+        summary: dict[str, Any] = json.loads(result)
+        return summary
+
+    validate()
+
+
+def _arguments(context: Any) -> list[str]:
+    """The job's arguments from the form; an empty range ends when the run was triggered, so
+    a retry validates the same rows."""
+    params = context["params"]
+    args = ["--layer", params.get("layer") or "all"]
+    end = params.get("end") or _run_after(context).isoformat()
+    args += ["--to", str(end)]
+    if params.get("start"):
+        args += ["--from", str(params["start"])]
+    return args
+
+
+def _run_after(context: Any) -> datetime:
+    run = context.get("dag_run")
+    moment = getattr(run, "run_after", None) or context.get("logical_date")
+    if moment is None:
+        raise AirflowFailException("this run has no trigger time: fill start and end in the form")
+    return moment
+
+
+data_quality()
