@@ -171,23 +171,26 @@ def _unread_late_events(spark: SparkSession, settings: Settings, v: View) -> Dat
         spark, BATCH_RUNS, settings
     ):
         return None
-    runs = (
-        read_table(spark, BATCH_RUNS, settings)
-        .where(F.col("view") == v.name)
-        .select(
-            (F.col("interval_start") - F.make_interval(secs=F.lit(v.lookback_seconds))).alias(
-                "_read_from"
-            ),
-            (
-                F.col("interval_end") + F.make_interval(secs=F.lit(v.lookahead_seconds))
-                if v.lookahead_seconds is not None
-                else F.lit(None).cast("timestamp")
-            ).alias("_read_to"),
-            F.col("ingest_high_water").alias("_high_water"),
-            F.col("finished_at").alias("_finished_at"),
-        )
-    )
+    of_view = read_table(spark, BATCH_RUNS, settings).where(F.col("view") == v.name)
     late = read_table(spark, late_table, settings)
+    # The usual case, checked cheaply first: every late event arrived before the oldest run's
+    # read. (An event no run read affects no row a run owns.)
+    [[newest_late]] = late.agg(F.max(F.unix_micros("kafka_timestamp"))).collect()
+    [[oldest_read]] = of_view.agg(F.min(F.unix_micros("ingest_high_water"))).collect()
+    if newest_late is None or oldest_read is None or newest_late <= oldest_read:
+        return None
+    runs = of_view.select(
+        (F.col("interval_start") - F.make_interval(secs=F.lit(v.lookback_seconds))).alias(
+            "_read_from"
+        ),
+        (
+            F.col("interval_end") + F.make_interval(secs=F.lit(v.lookahead_seconds))
+            if v.lookahead_seconds is not None
+            else F.lit(None).cast("timestamp")
+        ).alias("_read_to"),
+        F.col("ingest_high_water").alias("_high_water"),
+        F.col("finished_at").alias("_finished_at"),
+    )
     reads = (F.col("event_time") >= F.col("_read_from")) & (
         F.col("_read_to").isNull() | (F.col("event_time") < F.col("_read_to"))
     )
@@ -198,8 +201,8 @@ def _unread_late_events(spark: SparkSession, settings: Settings, v: View) -> Dat
         .agg(F.max_by("_high_water", "_finished_at").alias("_high_water"))
     )
     return (
-        late.join(owner, "event_id", "left")
-        .where(F.col("_high_water").isNull() | (F.col("kafka_timestamp") > F.col("_high_water")))
+        late.join(owner, "event_id")
+        .where(F.col("kafka_timestamp") > F.col("_high_water"))
         .drop("_high_water")
     )
 
