@@ -36,6 +36,7 @@ from lakehouse.views import VIEWS
 RESULTS = Path(__file__).parent / "results"
 LATE_EVERY = 50  # one event in 50 is late
 SAMPLE = 50
+JITTER_MICROS = 30 * 60 * 1_000_000
 MEASURES = ("events", "amount_sum", "active_users", "revenue", "duration_seconds")
 
 
@@ -70,7 +71,13 @@ def synthetic_events(spark: Any, events: int, days: int, users: int, end: dateti
         F.concat(F.lit("u"), (F.col("id") * 7919 % users).cast("string")).alias("user_id"),
         F.element_at(pages, (F.col("id") % 5 + 1).cast("int")).alias("page"),
         F.when(kind == "purchase", F.lit(19.99)).cast("decimal(18,2)").alias("amount"),
-        F.timestamp_micros(F.lit(start_micros) + F.col("id") * step_micros).alias("event_time"),
+        # Up to 30 min of jitter: a user's events are ~29 min apart on average (20k users,
+        # 2M events, 2 days), so about half the gaps close a session.
+        F.timestamp_micros(
+            F.lit(start_micros)
+            + F.col("id") * step_micros
+            + F.abs(F.xxhash64("id")) % JITTER_MICROS
+        ).alias("event_time"),
         (F.col("id") % LATE_EVERY == 7).alias("late"),
         (F.col("id") % 3).cast("int").alias("kafka_partition"),
         F.col("id").alias("kafka_offset"),

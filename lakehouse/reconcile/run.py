@@ -25,7 +25,7 @@ from lakehouse.reconcile.compare import (
     compare_view,
     rule_for,
 )
-from lakehouse.reconcile.sources import Side, Source, load_side
+from lakehouse.reconcile.sources import Side, Source, load_sides
 from lakehouse.serving import merge_ranges
 from lakehouse.times import EPOCH, from_micros
 from lakehouse.views import View, view
@@ -109,16 +109,11 @@ def reconcile(
     scope = merge_ranges(list(ranges)) if ranges else [(start or EPOCH, end or FAR_FUTURE)]
     if ranges:
         start, end = scope[0][0], scope[-1][1]
+    chosen = [view(name) for name in views]
+    lefts = load_sides(spark, settings, left, chosen)
+    rights = load_sides(spark, settings, right, chosen)
     compared = [
-        compare_one(
-            spark,
-            load_side(spark, settings, left, view(name)),
-            load_side(spark, settings, right, view(name)),
-            view(name),
-            thresholds,
-            scope,
-        )
-        for name in views
+        compare_one(spark, lefts[v.name], rights[v.name], v, thresholds, scope) for v in chosen
     ]
     return Reconciliation(
         run_id=run_id,

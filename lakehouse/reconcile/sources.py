@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from lakehouse.config import Settings
 from lakehouse.delta_io import read_table, read_table_at, table_exists
 from lakehouse.reconcile.compare import Missing, Range
-from lakehouse.serving import batch_coverage
+from lakehouse.serving import merge_ranges
 from lakehouse.speed_batch import SpeedOutputs
 from lakehouse.tables import Table, table
 from lakehouse.times import EPOCH, from_micros
@@ -105,20 +105,37 @@ class Side:
 
 
 def load_side(spark: SparkSession, settings: Settings, source: Source, v: View) -> Side:
+    return load_sides(spark, settings, source, [v])[v.name]
+
+
+def load_sides(
+    spark: SparkSession, settings: Settings, source: Source, views: list[View]
+) -> dict[str, Side]:
+    """Each view's side, after reading what the source knows once for all of them (its
+    watermark, or its runs), so every view is judged by the same snapshot."""
     if source.kind == "batch":
-        return _load_batch(spark, settings, source, v)
-    return _load_stream(spark, settings, source, v)
-
-
-def _load_stream(spark: SparkSession, settings: Settings, source: Source, v: View) -> Side:
+        runs = _batch_runs(spark, settings)
+        newest_late = _newest_late_arrival(spark, settings)
+        return {v.name: _batch_side(spark, settings, source, v, runs, newest_late) for v in views}
     # The watermark is read first: rows final under it cannot change while we read them.
     watermark = _latest_watermark(spark, settings, source.progress)
-    target = source.tables[v.name]
-    rows = read_table(spark, target, settings) if table_exists(spark, target, settings) else None
     late = None
     if source.late is not None and table_exists(spark, source.late, settings):
         events = read_table(spark, source.late, settings)
         late = Missing(events, f"late events {source.name} set aside")
+    return {v.name: _stream_side(spark, settings, source, v, watermark, late) for v in views}
+
+
+def _stream_side(
+    spark: SparkSession,
+    settings: Settings,
+    source: Source,
+    v: View,
+    watermark: datetime | None,
+    late: Missing | None,
+) -> Side:
+    target = source.tables[v.name]
+    rows = read_table(spark, target, settings) if table_exists(spark, target, settings) else None
     if watermark is None or rows is None:
         return Side(source, rows, late, [])
     final_until = watermark - timedelta(seconds=v.settle_seconds)
@@ -150,15 +167,76 @@ def _latest_watermark(
     return from_micros(latest[0]["watermark_micros"])
 
 
-def _load_batch(spark: SparkSession, settings: Settings, source: Source, v: View) -> Side:
-    coverage = batch_coverage(spark, settings, v)
-    rows = read_table_at(spark, source.tables[v.name], settings, coverage.table_version)
-    unread = _unread_late_events(spark, settings, v)
-    missing = None if unread is None else Missing(unread, "late events the batch had not read")
-    return Side(source, rows, missing, coverage.ranges)
+@dataclass(frozen=True)
+class _Run:
+    view: str
+    start: datetime
+    final_until: datetime
+    table_version: int
+    read_until: int  # the newest Kafka timestamp in the bronze version it read (micros)
 
 
-def _unread_late_events(spark: SparkSession, settings: Settings, v: View) -> DataFrame | None:
+def _batch_runs(spark: SparkSession, settings: Settings) -> list[_Run]:
+    """Every recorded batch run, from one snapshot of ops.batch_runs (as the serving layer
+    reads it: the batch table versions those runs wrote hold their rows)."""
+    if not table_exists(spark, BATCH_RUNS, settings):
+        return []
+    rows = (
+        read_table(spark, BATCH_RUNS, settings)
+        .select(
+            "view",
+            F.unix_micros("interval_start").alias("start"),
+            F.unix_micros("final_until").alias("until"),
+            "table_version",
+            F.unix_micros("ingest_high_water").alias("read_until"),
+        )
+        .collect()
+    )
+    return [
+        _Run(
+            r["view"],
+            from_micros(r["start"]),
+            from_micros(r["until"]),
+            int(r["table_version"]),
+            int(r["read_until"]),
+        )
+        for r in rows
+    ]
+
+
+def _newest_late_arrival(spark: SparkSession, settings: Settings) -> int | None:
+    late_table = SpeedOutputs.live().late
+    if not table_exists(spark, late_table, settings):
+        return None
+    late = read_table(spark, late_table, settings)
+    [[newest]] = late.agg(F.max(F.unix_micros("kafka_timestamp"))).collect()
+    return None if newest is None else int(newest)
+
+
+def _batch_side(
+    spark: SparkSession,
+    settings: Settings,
+    source: Source,
+    v: View,
+    runs: list[_Run],
+    newest_late: int | None,
+) -> Side:
+    mine = [r for r in runs if r.view == v.name]
+    if not mine:
+        return Side(source, None, None, [])
+    ranges = merge_ranges([(r.start, r.final_until) for r in mine])
+    version = max(r.table_version for r in mine)
+    rows = read_table_at(spark, source.tables[v.name], settings, version)
+    missing = None
+    # The usual case, decided without Spark: every late event arrived before the oldest
+    # run's read. (An event no run read affects no row a run owns.)
+    if newest_late is not None and newest_late > min(r.read_until for r in mine):
+        unread = _unread_late_events(spark, settings, v)
+        missing = Missing(unread, "late events the batch had not read")
+    return Side(source, rows, missing, ranges)
+
+
+def _unread_late_events(spark: SparkSession, settings: Settings, v: View) -> DataFrame:
     """Late events that reached bronze after the batch run that owns their rows read it.
 
     The batch recomputes an interval from bronze as it was then; an event arriving later is
@@ -166,31 +244,23 @@ def _unread_late_events(spark: SparkSession, settings: Settings, v: View) -> Dat
     Each late event is matched with the last finished run whose read span includes it (the
     run that wrote its rows) and is unread if its Kafka timestamp is after that run's newest.
     """
-    late_table = SpeedOutputs.live().late
-    if not table_exists(spark, late_table, settings) or not table_exists(
-        spark, BATCH_RUNS, settings
-    ):
-        return None
-    of_view = read_table(spark, BATCH_RUNS, settings).where(F.col("view") == v.name)
-    late = read_table(spark, late_table, settings)
-    # The usual case, checked cheaply first: every late event arrived before the oldest run's
-    # read. (An event no run read affects no row a run owns.)
-    [[newest_late]] = late.agg(F.max(F.unix_micros("kafka_timestamp"))).collect()
-    [[oldest_read]] = of_view.agg(F.min(F.unix_micros("ingest_high_water"))).collect()
-    if newest_late is None or oldest_read is None or newest_late <= oldest_read:
-        return None
-    runs = of_view.select(
-        (F.col("interval_start") - F.make_interval(secs=F.lit(v.lookback_seconds))).alias(
-            "_read_from"
-        ),
-        (
-            F.col("interval_end") + F.make_interval(secs=F.lit(v.lookahead_seconds))
-            if v.lookahead_seconds is not None
-            else F.lit(None).cast("timestamp")
-        ).alias("_read_to"),
-        F.col("ingest_high_water").alias("_high_water"),
-        F.col("finished_at").alias("_finished_at"),
+    runs = (
+        read_table(spark, BATCH_RUNS, settings)
+        .where(F.col("view") == v.name)
+        .select(
+            (F.col("interval_start") - F.make_interval(secs=F.lit(v.lookback_seconds))).alias(
+                "_read_from"
+            ),
+            (
+                F.col("interval_end") + F.make_interval(secs=F.lit(v.lookahead_seconds))
+                if v.lookahead_seconds is not None
+                else F.lit(None).cast("timestamp")
+            ).alias("_read_to"),
+            F.col("ingest_high_water").alias("_high_water"),
+            F.col("finished_at").alias("_finished_at"),
+        )
     )
+    late = read_table(spark, SpeedOutputs.live().late, settings)
     reads = (F.col("event_time") >= F.col("_read_from")) & (
         F.col("_read_to").isNull() | (F.col("event_time") < F.col("_read_to"))
     )
