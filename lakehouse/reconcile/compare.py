@@ -131,7 +131,7 @@ def compare_view(
     # A key that only missing events hold, on both sides alike, tells nothing.
     grouped = grouped.where(F.col("_in_left") | F.col("_in_right") | _missing_differs(rule))
     if rule.sessions:
-        judged = _judge_sessions(grouped, rule, left_missing, right_missing, keys)
+        judged = _judge_sessions(grouped, rule, left_missing, right_missing)
     else:
         judged = _judge_additive(grouped, rule, left_missing, right_missing, names)
     outside = F.lit(False) if closed is None else ~_in_ranges(view.time_column, closed)
@@ -290,7 +290,6 @@ def _judge_sessions(
     rule: Rule,
     left_missing: Missing | None,
     right_missing: Missing | None,
-    keys: list[str],
 ) -> DataFrame:
     diffs = {f"diff_{m}": _value("left", m) - _value("right", m) for m in rule.metrics}
     judged = grouped.withColumns(diffs)
@@ -298,10 +297,19 @@ def _judge_sessions(
     judged = judged.withColumn("_equal", equal)
     missing = [m for m in (left_missing, right_missing) if m is not None]
     if missing:
-        nearby = _nearby_missing_events(judged.where(~F.col("_equal")), missing, keys)
-        judged = judged.join(nearby, keys, "left")
+        # Each user's missing event times, joined by user (small: broadcast by Spark), so
+        # the sessions are judged in the same pass that grouped them.
+        judged = judged.join(_missing_times_per_user(missing), "user_id", "left")
+        gap = F.make_interval(secs=F.lit(SESSION_GAP_SECONDS))
+        start = F.col("session_start") - gap
+        end = F.greatest("left_session_end", "right_session_end") + gap
+        near = F.filter("_missing_times", lambda t: (t >= start) & (t <= end))
+        judged = judged.withColumn(
+            "_nearby",
+            F.when(~F.col("_equal") & F.col("_missing_times").isNotNull(), F.size(near)),
+        )
     else:
-        judged = judged.withColumn("_nearby", F.lit(None).cast("long"))
+        judged = judged.withColumn("_nearby", F.lit(None).cast("int"))
     explained = F.coalesce(F.col("_nearby"), F.lit(0)) > 0
     status = (
         F.when(F.col("_equal"), F.lit(EQUAL))
@@ -337,32 +345,13 @@ def _judge_sessions(
     return judged.withColumns({**unexplained, "_status": status, "_explanation": explanation})
 
 
-def _nearby_missing_events(
-    differing: DataFrame, missing: list[Missing], keys: list[str]
-) -> DataFrame:
-    """Per differing session: missing events of its user within the gap of either side's
-    session (a late event can extend, start, merge or split a session)."""
+def _missing_times_per_user(missing: list[Missing]) -> DataFrame:
+    """user_id -> the event times of its missing events (either side's, each event once)."""
     events = reduce(
-        lambda a, b: a.unionByName(b),
+        lambda x, y: x.unionByName(y),
         (m.events.select("user_id", "event_time", "event_id") for m in missing),
     ).dropDuplicates(["event_id"])
-    gap = F.make_interval(secs=F.lit(SESSION_GAP_SECONDS))
-    span = differing.select(
-        *keys,
-        (F.col("session_start") - gap).alias("_from"),
-        (F.greatest("left_session_end", "right_session_end") + gap).alias("_to"),
-    )
-    e = events.alias("e")
-    s = span.alias("s")
-    near = s.join(
-        e,
-        (F.col("s.user_id") == F.col("e.user_id"))
-        & (F.col("e.event_time") >= F.col("s._from"))
-        & (F.col("e.event_time") <= F.col("s._to")),
-    )
-    return near.groupBy(*(F.col(f"s.{k}").alias(k) for k in keys)).agg(
-        F.count("*").alias("_nearby")
-    )
+    return events.groupBy("user_id").agg(F.collect_list("event_time").alias("_missing_times"))
 
 
 def _all_zero(prefix: str, metrics: tuple[str, ...]) -> Column:
