@@ -18,6 +18,7 @@ import json
 import sys
 from datetime import UTC, datetime
 
+from jobs.arguments import iso_moment
 from lakehouse.batch import Interval, IntervalError, NoDataError, recompute_interval
 from lakehouse.config import ConfigError, get_settings
 from lakehouse.spark import SparkSetupError, get_spark
@@ -31,24 +32,16 @@ RESULT_PREFIX = "batch result: "
 LOCK_WAIT_SECONDS = 900
 
 
-def moment(text: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO-8601 time (e.g. 2026-11-25T10:00Z)"
-        ) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jobs.batch_layer",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--start", type=moment, required=True, help="interval start (inclusive)")
-    parser.add_argument("--end", type=moment, required=True, help="interval end (exclusive)")
+    parser.add_argument(
+        "--start", type=iso_moment, required=True, help="interval start (inclusive)"
+    )
+    parser.add_argument("--end", type=iso_moment, required=True, help="interval end (exclusive)")
     parser.add_argument(
         "--run-id", help="the run's identity in ops.batch_runs (Airflow passes its run id)"
     )

@@ -44,11 +44,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.arguments import iso_moment
 from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.spark import SparkSetupError, get_spark
 from lakehouse.storage import StorageError, ensure_bucket
 from lakehouse.tables import QUALITY
-from lakehouse.times import EPOCH, as_utc
+from lakehouse.times import EPOCH
 from lakehouse.views import VIEWS
 from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
@@ -91,15 +92,6 @@ class BadArguments(Exception):
     """The request cannot be run as given; nothing is written."""
 
 
-def moment(text: str) -> datetime:
-    try:
-        return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO-8601 time (e.g. 2026-11-25T10:00Z)"
-        ) from None
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m jobs.quality",
@@ -120,8 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help=f"a table to validate (repeatable): {', '.join(LAYERS['all'])}",
     )
-    parser.add_argument("--from", dest="start", type=moment, help="first instant (UTC)")
-    parser.add_argument("--to", dest="end", type=moment, help="end instant, exclusive (UTC)")
+    parser.add_argument("--from", dest="start", type=iso_moment, help="first instant (UTC)")
+    parser.add_argument("--to", dest="end", type=iso_moment, help="end instant, exclusive (UTC)")
     parser.add_argument("--run-id", help="the run's identity in dq.* (Airflow passes its run id)")
     parser.add_argument(
         "--docs-dir", type=Path, help="the Data Docs site (default: {state}/dq/data_docs)"

@@ -26,6 +26,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from jobs.arguments import iso_moment
 from jobs.speed_layer import QueryFailedError, StopRequest, start_query
 from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.kafka_io import KafkaUnavailableError
@@ -44,7 +45,6 @@ from lakehouse.spark import SparkSetupError, get_spark
 from lakehouse.speed_batch import SpeedOutputs
 from lakehouse.storage import StorageError, ensure_bucket
 from lakehouse.tables import REPLAY
-from lakehouse.times import as_utc
 from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
 if TYPE_CHECKING:
@@ -55,15 +55,6 @@ EXIT_CANNOT_RUN, EXIT_BAD_REQUEST, EXIT_FAILED = 1, 2, 3
 RESULT_PREFIX = "replay result: "
 
 
-def moment(text: str) -> datetime:
-    try:
-        return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO-8601 time (e.g. 2026-11-25T10:00Z)"
-        ) from None
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m jobs.replay",
@@ -71,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--start", default="earliest", help="earliest | timestamp | offsets")
-    parser.add_argument("--timestamp", type=moment, help="with --start timestamp (UTC)")
+    parser.add_argument("--timestamp", type=iso_moment, help="with --start timestamp (UTC)")
     parser.add_argument("--offsets", help='with --start offsets: {"<partition>": <offset>, ...}')
     parser.add_argument("--version", help="the new version's name (default: the next vN)")
     parser.add_argument("--topic", help="the log to replay (default: the configured topic)")
