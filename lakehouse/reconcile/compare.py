@@ -106,21 +106,32 @@ def compare_view(
             if missing is not None:
                 parts[side] = view.compute(missing.events)
     still_open = {"left": left_open, "right": right_open}
-    union = reduce(
-        lambda a, b: a.unionByName(b),
-        (_tagged(rows, side, keys, carried, still_open.get(side)) for side, rows in parts.items()),
-    )
-    if scope is not None:
-        union = union.where(_in_ranges(view.time_column, scope))
-    grouped = union.groupBy(*keys).agg(
-        F.max("_open").alias("_row_open"),
-        *(F.max(F.col("_side") == s).alias(f"_in_{s}") for s in parts),
-        *(
-            F.first(F.when(F.col("_side") == s, F.col(c)), ignorenulls=True).alias(f"{s}_{c}")
-            for s in parts
-            for c in carried
-        ),
-    )
+    in_scope = F.lit(True) if scope is None else _in_ranges(view.time_column, scope)
+    if len(parts) == 2:
+        # Only the two sides' rows: a full outer join is the cheapest way to pair them.
+        left_rows, right_rows = (
+            _side_rows(parts[s].where(in_scope), s, keys, carried, still_open[s])
+            for s in ("left", "right")
+        )
+        grouped = _joined(left_rows, right_rows, keys)
+    else:
+        # Missing events' rows join in too: one grouping of all of them, one shuffle.
+        union = reduce(
+            lambda a, b: a.unionByName(b),
+            (
+                _tagged(rows, side, keys, carried, still_open.get(side))
+                for side, rows in parts.items()
+            ),
+        ).where(in_scope)
+        grouped = union.groupBy(*keys).agg(
+            F.max("_open").alias("_row_open"),
+            *(F.max(F.col("_side") == s).alias(f"_in_{s}") for s in parts),
+            *(
+                F.first(F.when(F.col("_side") == s, F.col(c)), ignorenulls=True).alias(f"{s}_{c}")
+                for s in parts
+                for c in carried
+            ),
+        )
     for side in ("left_late", "right_late"):
         if side not in parts:  # the same columns whichever sides have missing events
             types = dict(grouped.select(*(f"left_{c}" for c in carried)).dtypes)
@@ -168,6 +179,31 @@ def _tagged(
 ) -> DataFrame:
     is_open = F.lit(False) if still_open is None else F.coalesce(still_open, F.lit(False))
     return rows.select(*keys, *carried, F.lit(side).alias("_side"), is_open.alias("_open"))
+
+
+def _side_rows(
+    rows: DataFrame, side: str, keys: list[str], carried: list[str], still_open: Column | None
+) -> DataFrame:
+    is_open = F.lit(False) if still_open is None else F.coalesce(still_open, F.lit(False))
+    return rows.select(
+        *keys,
+        *(F.col(c).alias(f"{side}_{c}") for c in carried),
+        F.lit(True).alias(f"_in_{side}"),
+        is_open.alias(f"_open_{side}"),
+    )
+
+
+def _joined(left: DataFrame, right: DataFrame, keys: list[str]) -> DataFrame:
+    """The columns the grouping of tagged rows gives, from a full outer join of two sides."""
+    joined = left.join(right, keys, "full_outer")
+    return joined.withColumns(
+        {
+            "_in_left": F.coalesce("_in_left", F.lit(False)),
+            "_in_right": F.coalesce("_in_right", F.lit(False)),
+            "_row_open": F.coalesce("_open_left", F.lit(False))
+            | F.coalesce("_open_right", F.lit(False)),
+        }
+    ).drop("_open_left", "_open_right")
 
 
 def _in_ranges(column: str, ranges: Sequence[Range]) -> Column:
