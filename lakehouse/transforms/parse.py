@@ -19,11 +19,14 @@ RAW_EVENT_SCHEMA = StructType(
 def parse_events(raw: DataFrame) -> DataFrame:
     """Add `event` (a struct of the raw field texts) to bronze rows; malformed JSON keeps the
     text in event._corrupt_record or leaves `event` null."""
-    return raw.withColumn(
-        "event",
-        F.from_json(
-            "value",
-            RAW_EVENT_SCHEMA,
-            {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN},
-        ),
+    parsed = F.from_json(
+        "value",
+        RAW_EVENT_SCHEMA,
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN},
     )
+    # Exploding a one-element array yields exactly one row per record (a null `event`
+    # included), and it keeps each value parsed once. Without it, the optimizer pushes a
+    # filter on anything derived from `event` (accepted_events' `size(reasons) = 0`) below
+    # this projection by inlining from_json into every field the filter reads: ten parses
+    # per record, measured 5x slower on a whole bronze table.
+    return raw.select("*", F.explode(F.array(parsed)).alias("event"))
