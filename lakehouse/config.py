@@ -42,6 +42,7 @@ class KafkaSettings(_Frozen):
     topic: str = Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")
     partitions: int = Field(ge=1, le=1000)
     retention_ms: int = Field(ge=-1)
+    min_read_tasks: int = Field(ge=1, le=10000)
 
 
 class StorageSettings(_Frozen):

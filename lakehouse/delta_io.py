@@ -28,6 +28,7 @@ def read_kafka_stream(
         .option("startingOffsets", starting_offsets)
         # A deleted or compacted offset must stop the job loudly, never skip data silently.
         .option("failOnDataLoss", "true")
+        .option("minPartitions", settings.kafka.min_read_tasks)
     )
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", max_offsets_per_trigger)

@@ -29,7 +29,7 @@ from lakehouse.checkpoints import checkpoint_query_id
 from lakehouse.config import Settings
 from lakehouse.delta_io import append_once, merge_once, read_table_at, table_exists, table_version
 from lakehouse.tables import REPLAY, SPEED, Table, table
-from lakehouse.transforms.bronze import to_raw_records
+from lakehouse.transforms.bronze import RAW_COLUMNS, to_raw_records
 from lakehouse.transforms.dedup import drop_seen_events, first_delivery_per_event
 from lakehouse.transforms.lateness import (
     advance_watermark,
@@ -236,8 +236,15 @@ class MicroBatchProcessor:
         out, settings = self.outputs, self.settings
 
         steps = StepTimer()
-        raw = batch.transform(to_raw_records).persist()
-        checked = raw.transform(parse_events).transform(validate_events, self.rules).persist()
+        # One cache holds the batch: bronze is its raw columns, so the records are neither
+        # read from Kafka twice nor cached twice.
+        checked = (
+            batch.transform(to_raw_records)
+            .transform(parse_events)
+            .transform(validate_events, self.rules)
+            .persist()
+        )
+        raw = checked.select(*RAW_COLUMNS)
         try:
             with steps("dedup"):
                 # Checkpointed, not cached: `new` reads silver, and appending to silver below
@@ -300,7 +307,6 @@ class MicroBatchProcessor:
                 append_once(progress, out.progress, settings, app, batch_id)
         finally:
             checked.unpersist()
-            raw.unpersist()
 
     # --- decisions ---------------------------------------------------------------------
 
