@@ -64,7 +64,7 @@ class SpeedOutputs:
     """The tables one speed-layer application writes (the live ones, or a replay's)."""
 
     name: str
-    raw: Table
+    raw: Table | None  # None: the records are not copied (a replay; live bronze has them)
     quarantine: Table
     silver: Table
     counts: Table
@@ -98,7 +98,9 @@ class SpeedOutputs:
 
         return cls(
             name=stage,
-            raw=own("events_raw", "bronze.events_raw"),
+            # The log is the replay's master dataset and live bronze already keeps every
+            # record, so a version holds only what it derives: no copy of the log per replay.
+            raw=None,
             quarantine=own("quarantine", "bronze.quarantine"),
             silver=own("events", "silver.events"),
             counts=own("event_counts_1m", "speed.event_counts_1m"),
@@ -261,11 +263,14 @@ class MicroBatchProcessor:
             on_time = on_time_events(new, wm)
             with steps("stats"):
                 stats = batch_stats(checked, new, wm)
-            writes: dict[str, tuple[int, Callable[[], None]]] = {
-                "bronze": (
+            writes: dict[str, tuple[int, Callable[[], None]]] = {}
+            if out.raw is not None:
+                bronze = out.raw
+                writes["bronze"] = (
                     stats.input_rows,
-                    lambda: append_once(raw, out.raw, settings, app, batch_id),
-                ),
+                    lambda: append_once(raw, bronze, settings, app, batch_id),
+                )
+            writes |= {
                 "quarantine": (
                     stats.quarantined,
                     lambda: append_once(

@@ -130,6 +130,17 @@ def test_a_replay_from_earliest_equals_the_batch_recompute(
     }
     [info] = [v for v in list_versions(spark, log.settings) if v.version == v1]
     assert info.status == "caught_up" and info.start == "earliest" and info.records == 1500
+    # A version holds what it derives; the log itself is not copied again.
+    version_root = Path(SpeedOutputs.replay(v1).silver.path(log.settings)).parent
+    assert sorted(p.name for p in version_root.iterdir()) == [
+        "active_users_10m",
+        "event_counts_1m",
+        "events",
+        "late_events",
+        "progress",
+        "quarantine",
+        "user_sessions",
+    ]
 
 
 def test_a_killed_replay_resumes_to_the_same_result(
