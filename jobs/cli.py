@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 
 from jobs import reconcile as job
+from jobs.arguments import iso_moment
 from lakehouse.config import ConfigError, get_settings
 from lakehouse.spark import SparkSetupError, get_spark
 from lakehouse.tables import RECONCILE
-from lakehouse.times import as_utc
 from lakehouse.views import VIEWS
 from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
@@ -27,15 +27,6 @@ if TYPE_CHECKING:
 
 # Long sorted user lists make a table unreadable; they stay one flag away.
 WIDE_COLUMNS = {"users"}
-
-
-def moment(text: str) -> datetime:
-    try:
-        return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO-8601 time (e.g. 2026-11-25T10:00Z)"
-        ) from None
 
 
 def query(args: argparse.Namespace) -> int:
@@ -114,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     q = commands.add_parser("query", help="rows of a serving view for a time range")
     q.add_argument("view", choices=list(VIEWS), help="the view")
-    q.add_argument("--from", dest="start", type=moment, help="first instant (inclusive, UTC)")
-    q.add_argument("--to", dest="end", type=moment, help="last instant (exclusive, UTC)")
+    q.add_argument("--from", dest="start", type=iso_moment, help="first instant (inclusive, UTC)")
+    q.add_argument("--to", dest="end", type=iso_moment, help="last instant (exclusive, UTC)")
     q.add_argument("--limit", type=int, default=200, help="at most this many rows (200)")
     q.add_argument("--format", choices=["table", "csv"], default="table")
     q.add_argument("--with-users", action="store_true", help="show active_users_10m's user lists")

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from jobs.arguments import iso_moment
 from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.spark import SparkSetupError, get_spark
 from lakehouse.storage import StorageError, ensure_bucket
 from lakehouse.tables import RECONCILE
-from lakehouse.times import as_utc
 from lakehouse.views import VIEWS
 from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
@@ -54,15 +54,6 @@ LOCK_WAIT_SECONDS = 900
 
 class BadArguments(Exception):
     """The request cannot be run as given; nothing is written."""
-
-
-def moment(text: str) -> datetime:
-    try:
-        return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO-8601 time (e.g. 2026-11-25T10:00Z)"
-        ) from None
 
 
 def source_name(text: str) -> str:
@@ -91,8 +82,8 @@ def add_comparison_arguments(parser: argparse.ArgumentParser) -> None:
         choices=list(VIEWS),
         help="a view to compare (repeatable; default: every view)",
     )
-    parser.add_argument("--from", dest="start", type=moment, help="first instant (UTC)")
-    parser.add_argument("--to", dest="end", type=moment, help="end instant, exclusive (UTC)")
+    parser.add_argument("--from", dest="start", type=iso_moment, help="first instant (UTC)")
+    parser.add_argument("--to", dest="end", type=iso_moment, help="end instant, exclusive (UTC)")
     parser.add_argument(
         "--batch-run",
         dest="batch_runs",
