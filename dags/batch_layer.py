@@ -107,6 +107,9 @@ def batch_layer() -> None:
         result = outcome.last(RESULT_PREFIX)
         assert result is not None, "the batch job printed no result line"
         summary: dict[str, Any] = json.loads(result)
+        # Consumers of the assets (data_quality) learn which interval was recomputed.
+        for asset in ASSETS:
+            context["outlet_events"][asset].extra = {"interval_start": start, "interval_end": end}
         return summary
 
     recompute()

@@ -48,7 +48,8 @@ Docs page), keyed by the run id: a retry writes nothing twice.
 site listing every run (open the file in a browser; default `<state>/dq/data_docs`).
 
 - **After every batch run**: triggered by any of the batch layer's assets (`batch.<view>`),
-  validates every layer, rows of the last 2 days.
+  validates every layer over the interval(s) those batch runs recomputed (each asset event
+  carries its interval).
 - **By hand**: *Trigger DAG* with a `layer` and an optional `start`/`end` range (UTC;
   empty: the 2 days before the run).
 """
@@ -126,15 +127,37 @@ def data_quality() -> None:
 
 
 def _arguments(context: Any) -> list[str]:
-    """The job's arguments from the form; an empty range ends when the run was triggered, so
-    a retry validates the same rows."""
+    """The job's arguments: the form's range; else the intervals the triggering batch runs
+    recomputed; else the 2 days before the run was triggered (so a retry validates the same
+    rows)."""
     params = context["params"]
     args = ["--layer", params.get("layer") or "all"]
-    end = params.get("end") or _run_after(context).isoformat()
-    args += ["--to", str(end)]
-    if params.get("start"):
-        args += ["--from", str(params["start"])]
+    start, end = params.get("start"), params.get("end")
+    if not (start or end):
+        start, end = _recomputed_range(context) or (None, None)
+    args += ["--to", str(end or _run_after(context).isoformat())]
+    if start:
+        args += ["--from", str(start)]
     return args
+
+
+def _recomputed_range(context: Any) -> tuple[str, str] | None:
+    """The span of the intervals named by the triggering asset events (batch_layer sets them
+    in each event's extra), or None for a run not triggered by the batch layer."""
+    events = context.get("triggering_asset_events") or {}
+    intervals = [
+        (e.extra["interval_start"], e.extra["interval_end"])
+        for asset in BATCH_ASSETS
+        for e in events.get(asset, ())
+        if e.extra and {"interval_start", "interval_end"} <= e.extra.keys()
+    ]
+    if not intervals:
+        return None
+
+    def moment(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    return min((s for s, _ in intervals), key=moment), max((e for _, e in intervals), key=moment)
 
 
 def _run_after(context: Any) -> datetime:

@@ -99,6 +99,23 @@ def test_two_consecutive_hours_and_a_backfill(
         run_ids = [_trigger_interval(api, first + k * HOUR) for k in (0, 1)]
         for run_id in run_ids:
             _assert_success(api, run_id)
+        # Each run's asset events name the interval it recomputed (data_quality reads them).
+        events = af.expect_json(
+            api.call(
+                "GET",
+                "/assets/events",
+                params={"source_dag_id": DAG_ID, "source_run_id": run_ids[0], "limit": 10},
+            ),
+            200,
+        )["asset_events"]
+        assert len(events) == 3, events
+        assert {
+            (
+                pd.Timestamp(e["extra"]["interval_start"]),
+                pd.Timestamp(e["extra"]["interval_end"]),
+            )
+            for e in events
+        } == {(pd.Timestamp(first), pd.Timestamp(first + HOUR))}, events
         backfill = af.expect_json(
             api.call(
                 "POST",
