@@ -16,7 +16,7 @@ from lakehouse.config import Settings, get_settings
 from lakehouse.paths import REPO_ROOT, spark_jars_dir
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 LOG4J_CONFIG = REPO_ROOT / "infra" / "spark" / "log4j2.properties"
@@ -118,3 +118,13 @@ def _ensure_java() -> None:
             "Java 17+ is needed to run Spark and none was found: "
             "install it (apt-get install openjdk-17-jdk-headless) or set JAVA_HOME"
         )
+
+
+def release_local_checkpoint(df: DataFrame) -> None:
+    """Free the blocks a `df.localCheckpoint()` holds. Spark keeps them until the JVM happens
+    to collect the RDD, so a long stream of large micro-batches runs out of heap first
+    (a 10M-record replay did, on its second batch). `df` cannot be read afterwards."""
+    plan = df._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() != "LogicalRDD":
+        raise ValueError("not a DataFrame returned by localCheckpoint()")
+    plan.rdd().unpersist(False)

@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from lakehouse.checkpoints import checkpoint_query_id
 from lakehouse.config import Settings
 from lakehouse.delta_io import append_once, merge_once, read_table_at, table_exists, table_version
+from lakehouse.spark import release_local_checkpoint
 from lakehouse.tables import REPLAY, SPEED, Table, table
 from lakehouse.transforms.bronze import RAW_COLUMNS, to_raw_records
 from lakehouse.transforms.dedup import drop_seen_events, first_delivery_per_event
@@ -247,6 +248,7 @@ class MicroBatchProcessor:
             .persist()
         )
         raw = checked.select(*RAW_COLUMNS)
+        new: DataFrame | None = None
         try:
             with steps("dedup"):
                 # Checkpointed, not cached: `new` reads silver, and appending to silver below
@@ -312,6 +314,8 @@ class MicroBatchProcessor:
                 append_once(progress, out.progress, settings, app, batch_id)
         finally:
             checked.unpersist()
+            if new is not None:
+                release_local_checkpoint(new)
 
     # --- decisions ---------------------------------------------------------------------
 
@@ -438,15 +442,18 @@ class MicroBatchProcessor:
             source = merged  # the first write creates the table from the sessions alone
         # MERGE reads its source more than once; this one reads the target table itself.
         source = source.localCheckpoint()
-        merge_once(
-            source,
-            sessions_table,
-            self.settings,
-            app,
-            batch_id,
-            replace,
-            on="t.user_id = s.user_id AND t.session_start = s.session_start",
-        )
+        try:
+            merge_once(
+                source,
+                sessions_table,
+                self.settings,
+                app,
+                batch_id,
+                replace,
+                on="t.user_id = s.user_id AND t.session_start = s.session_start",
+            )
+        finally:
+            release_local_checkpoint(source)
 
     # --- progress --------------------------------------------------------------------------
 
