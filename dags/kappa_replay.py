@@ -7,10 +7,14 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import Asset, Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 log = logging.getLogger("tributary.dags.kappa_replay")
+
+# Each replay that wrote a version announces it here (the version in the event's extra); the
+# reconcile DAG listens, and compares the version with the live output.
+REPLAY_ASSET = Asset(name="replay.versions", uri="tributary://replay/versions")
 
 DOC = """
 ### Kappa replay
@@ -37,6 +41,9 @@ fail at once with the reason and change nothing. Promote or roll back later with
 **Schedule**: daily. In `kappa` mode (config `mode`, or the Mode field for one run) the
 scheduled run is the recomputation: a replay of the whole log, auto-promoted when its gate
 passes. In `lambda` mode the batch layer recomputes instead, and scheduled runs skip.
+
+Each version written is announced on the `replay.versions` asset, which triggers the
+`reconcile` DAG: replay vs live, with its report and `dq.*` records.
 """
 
 
@@ -166,8 +173,18 @@ def kappa_replay() -> None:
             raise RuntimeError(f"jobs.versions stopped with status {outcome.returncode}")
         return str(replayed["version"])
 
+    @task(outlets=[REPLAY_ASSET])
+    def announce(replayed: dict[str, Any]) -> None:
+        if replayed["dry_run"]:
+            _skip("dry run: no version was written")
+        get_current_context()["outlet_events"][REPLAY_ASSET].extra = {
+            "version": replayed["version"]
+        }
+
+    replayed = replay()
     # TaskFlow passes the XCom at run time; mypy sees the XComArg placeholder.
-    promote(replay())  # type: ignore[arg-type]
+    announce(replayed)  # type: ignore[arg-type]
+    promote(replayed)  # type: ignore[arg-type]
 
 
 def _skip(reason: str) -> NoReturn:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 from datetime import UTC, datetime, timedelta
+from functools import reduce
 from typing import Any
 
 from airflow.sdk import Asset, Param, dag, get_current_context, task
@@ -17,10 +19,12 @@ log = logging.getLogger("tributary.dags.reconcile")
 VIEWS = ["event_counts_1m", "active_users_10m", "user_sessions"]
 SOURCES = ["batch", "speed", "replay:v1"]
 SOURCE_PATTERN = r"^(batch|speed|replay:[a-z][a-z0-9_]{0,39})$"
-# The batch_layer DAG's outlets. A list means "all of them": its one task updates the three
-# together, so each batch run triggers exactly one reconciliation (with `|`, each asset
-# event could start a run of its own).
+# The batch_layer DAG's outlets. `&`, all of them: its one task updates the three together,
+# so each batch run triggers exactly one reconciliation (with `|`, each asset event could
+# start a run of its own).
 BATCH_ASSETS = [Asset(name=f"batch.{v}", uri=f"tributary://batch/{v}") for v in VIEWS]
+# kappa_replay's announcement of a new version (the version in the event's extra).
+REPLAY_ASSET = Asset(name="replay.versions", uri="tributary://replay/versions")
 # The first windows named in a failure message come from the job's own lines.
 GATE_LINE = "reconciliation gate failed"
 
@@ -35,6 +39,8 @@ explain it (`batch = speed + late`). Results go to `dq.reconciliation_runs` and
 
 - **After every batch run**: triggered by the batch layer's assets (`batch.<view>`), it
   compares batch vs speed over the interval(s) those batch runs recomputed.
+- **After every replay**: triggered by `replay.versions` (kappa_replay announces each
+  version it wrote), it compares that version with the live output (replay vs speed).
 - **By hand**: *Trigger DAG* with `left`/`right` (batch, speed, or a replay version as
   `replay:v3`: replay vs live, replay vs batch), a `view` (or all), and an optional
   `start`/`end` range (UTC; empty: every final window).
@@ -48,7 +54,7 @@ counts are exact by default); the message gives the count and the first windows.
 
 @dag(
     dag_id="reconcile",
-    schedule=BATCH_ASSETS,
+    schedule=reduce(operator.and_, BATCH_ASSETS) | REPLAY_ASSET,
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
@@ -129,6 +135,11 @@ def reconcile() -> None:
 
 def _arguments(context: Any) -> list[str]:
     params = context["params"]
+    events = context.get("triggering_asset_events") or {}
+    replayed = [e.extra["version"] for e in events.get(REPLAY_ASSET, ()) if e.extra.get("version")]
+    if replayed:
+        # Triggered by a replay: its newest version against the live output.
+        return ["--left", f"replay:{replayed[-1]}", "--right", "speed"]
     args = ["--left", params["left"], "--right", params["right"]]
     if params.get("view") and params["view"] != "all":
         args += ["--view", params["view"]]
@@ -141,8 +152,8 @@ def _arguments(context: Any) -> list[str]:
         batch_runs = sorted(
             {
                 event.source_run_id
-                for events in (context.get("triggering_asset_events") or {}).values()
-                for event in events
+                for asset in BATCH_ASSETS
+                for event in events.get(asset, ())
                 if event.source_run_id
             }
         )

@@ -9,44 +9,24 @@ from typing import Any
 
 import pytest
 
+from tests.dags.conftest import load_dag_module, triggering_events
+
 RUN_AFTER = datetime(2026, 11, 26, 12, 5, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
 def dq(airflow_home: Path) -> Any:
-    import importlib.util
-
-    from tests.dags.conftest import DAGS_FOLDER
-
-    spec = importlib.util.spec_from_file_location(
-        "data_quality_dag", DAGS_FOLDER / "data_quality.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_dag_module("data_quality")
 
 
-def batch_events(dq: Any, *intervals: tuple[str, str]) -> Any:
-    """The accessor the task runner builds from the run's triggering asset events."""
-    from airflow.sdk.execution_time.comms import AssetEventDagRunReferenceResult
-    from airflow.sdk.execution_time.context import TriggeringAssetEventsAccessor
-
-    events = [
-        AssetEventDagRunReferenceResult(
-            asset={"name": asset.name, "uri": asset.uri, "extra": {}},
-            extra={"interval_start": start, "interval_end": end},
-            source_task_id="recompute",
-            source_dag_id="batch_layer",
-            source_run_id=f"scheduled__{start}",
-            source_map_index=-1,
-            source_aliases=[],
-            timestamp=RUN_AFTER,
+def batch_runs(dq: Any, *intervals: tuple[str, str]) -> Any:
+    return triggering_events(
+        *(
+            (asset, {"interval_start": start, "interval_end": end}, f"scheduled__{start}")
+            for start, end in intervals
+            for asset in dq.BATCH_ASSETS
         )
-        for start, end in intervals
-        for asset in dq.BATCH_ASSETS
-    ]
-    return TriggeringAssetEventsAccessor.build(events)
+    )
 
 
 def context(params: dict[str, Any] | None = None, events: Any = None) -> dict[str, Any]:
@@ -61,7 +41,7 @@ def context(params: dict[str, Any] | None = None, events: Any = None) -> dict[st
 
 
 def test_a_run_triggered_by_batch_runs_validates_the_intervals_they_recomputed(dq: Any) -> None:
-    events = batch_events(
+    events = batch_runs(
         dq,
         ("2026-11-26T10:00:00+00:00", "2026-11-26T11:00:00+00:00"),
         ("2026-11-26T09:00:00+00:00", "2026-11-26T10:00:00+00:00"),
@@ -78,7 +58,7 @@ def test_a_run_triggered_by_batch_runs_validates_the_intervals_they_recomputed(d
 
 
 def test_the_form_range_wins_over_the_triggering_events(dq: Any) -> None:
-    events = batch_events(dq, ("2026-11-26T10:00:00+00:00", "2026-11-26T11:00:00+00:00"))
+    events = batch_runs(dq, ("2026-11-26T10:00:00+00:00", "2026-11-26T11:00:00+00:00"))
     params = {"layer": "silver", "start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z"}
     assert dq._arguments(context(params, events)) == [
         "--layer",

@@ -89,7 +89,7 @@ def test_a_replay_from_a_timestamp_writes_a_caught_up_version(
     }
     run, tis, logs = _run(api, DAG_ID, conf)
     assert run["state"] == "success", af.tasks_report(tis, logs, lines=60)
-    assert af.task_states(tis) == {"replay": "success", "promote": "skipped"}
+    assert af.task_states(tis) == {"replay": "success", "announce": "success", "promote": "skipped"}
     replay_log = logs["replay"]
     assert f"replay {version}: " in replay_log and "records (" in replay_log, replay_log
     assert f"replay {version} caught up" in replay_log, replay_log
@@ -102,6 +102,17 @@ def test_a_replay_from_a_timestamp_writes_a_caught_up_version(
     assert info.records is not None and info.records >= 30, info
     assert info.start.startswith("timestamp "), info
     assert not info.active and info.by.startswith(f"airflow:{DAG_ID}/"), info
+    # The version is announced on the asset the reconcile DAG listens to.
+    [event] = af.expect_json(
+        api.call(
+            "GET",
+            "/assets/events",
+            params={"source_dag_id": DAG_ID, "source_run_id": run["dag_run_id"]},
+        ),
+        200,
+    )["asset_events"]
+    assert event["uri"] == "tributary://replay/versions", event
+    assert event["extra"] == {"version": version}, event
 
 
 def test_a_dry_run_reports_and_writes_nothing(
@@ -111,7 +122,7 @@ def test_a_dry_run_reports_and_writes_nothing(
     conf = {"start": "earliest", "version": version, "dry_run": True}
     run, tis, logs = _run(api, DAG_ID, conf)
     assert run["state"] == "success", af.tasks_report(tis, logs, lines=60)
-    assert af.task_states(tis) == {"replay": "success", "promote": "skipped"}
+    assert af.task_states(tis) == {"replay": "success", "announce": "skipped", "promote": "skipped"}
     assert "dry run: nothing written" in logs["replay"], logs["replay"]
     assert "replay of 'events' from earliest" in logs["replay"], logs["replay"]
     assert "dry run: nothing to promote" in logs["promote"], logs["promote"]
@@ -160,7 +171,11 @@ def test_a_combination_the_form_cannot_check_fails_with_the_jobs_reason(
     af.wait_parsed(api, DAG_ID)
     run, tis, logs = _run(api, DAG_ID, {**conf, "version": version})
     assert run["state"] == "failed", af.tasks_report(tis, logs)
-    assert af.task_states(tis) == {"replay": "failed", "promote": "upstream_failed"}
+    assert af.task_states(tis) == {
+        "replay": "failed",
+        "announce": "upstream_failed",
+        "promote": "upstream_failed",
+    }
     assert says in logs["replay"] and "nothing written" in logs["replay"], logs["replay"]
     assert "the replay was refused" in logs["replay"], logs["replay"]
     assert [ti["try_number"] for ti in tis if ti["task_id"] == "replay"] == [1], "retried"
@@ -274,7 +289,7 @@ def test_a_dry_run_from_the_trigger_form(
     logs = _task_logs(api, DAG_ID, run_id, tis)
     assert run["state"] == "success", af.tasks_report(tis, logs, lines=60)
     assert run["conf"]["dry_run"] is True and run["conf"]["start"] == "earliest", run["conf"]
-    assert af.task_states(tis) == {"replay": "success", "promote": "skipped"}
+    assert af.task_states(tis) == {"replay": "success", "announce": "skipped", "promote": "skipped"}
     assert "dry run: nothing written" in logs["replay"], logs["replay"]
     assert set(_versions(spark, services_settings)) == versions_before
     # The run page the form opened, now showing the finished run.

@@ -1,0 +1,61 @@
+"""What a reconcile run compares: the triggering batch runs (batch vs speed over what they
+recomputed), a triggering replay (its version vs live), or the form's choice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dags.conftest import load_dag_module, triggering_events
+
+DEFAULTS = {"left": "batch", "right": "speed", "view": "all", "start": None, "end": None}
+
+
+@pytest.fixture(scope="module")
+def rc(airflow_home: Path) -> Any:
+    return load_dag_module("reconcile")
+
+
+def test_a_run_triggered_by_a_replay_compares_that_version_with_live(rc: Any) -> None:
+    events = triggering_events(
+        (rc.REPLAY_ASSET, {"version": "v3"}, "manual__1"),
+        (rc.REPLAY_ASSET, {"version": "v4"}, "manual__2"),
+    )
+    args = rc._arguments({"params": DEFAULTS, "triggering_asset_events": events})
+    assert args == ["--left", "replay:v4", "--right", "speed"]
+
+
+def test_a_run_triggered_by_batch_runs_compares_what_they_recomputed(rc: Any) -> None:
+    events = triggering_events(
+        *((asset, {}, "scheduled__b") for asset in rc.BATCH_ASSETS),
+        *((asset, {}, "scheduled__a") for asset in rc.BATCH_ASSETS),
+    )
+    args = rc._arguments({"params": DEFAULTS, "triggering_asset_events": events})
+    assert args == [
+        "--left",
+        "batch",
+        "--right",
+        "speed",
+        "--batch-run",
+        "scheduled__a",
+        "--batch-run",
+        "scheduled__b",
+    ]
+
+
+def test_the_schedule_waits_for_all_batch_assets_or_a_replay(rc: Any) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    from tests.dags.conftest import DAGS_FOLDER
+
+    bag = DagBag(dag_folder=DAGS_FOLDER / "reconcile.py", safe_mode=False)
+    assert not bag.import_errors, bag.import_errors
+    condition = bag.dags["reconcile"].timetable.asset_condition
+    # All three batch views (one batch run), or a replay.
+    assert type(condition).__name__ == "AssetAny"
+    every_batch_view, replay = condition.objects
+    assert type(every_batch_view).__name__ == "AssetAll"
+    assert list(every_batch_view.objects) == rc.BATCH_ASSETS
+    assert replay == rc.REPLAY_ASSET
