@@ -67,7 +67,12 @@ def main() -> None:
     topic = f"bench-replay-{run.lower()}"
     settings = bench_settings("local", topic, f"replay-{run}")
     spark = get_spark("bench-replay", settings)
-    results: dict[str, Any] = {"run": run, "events": args.events, "machine": "2 cores, 24 GiB"}
+    results: dict[str, Any] = {
+        "run": run,
+        "events": args.events,
+        "max_offsets_per_trigger": args.max_offsets_per_trigger,
+        "machine": "2 cores, 24 GiB",
+    }
 
     print(f"==> loading {args.events} events into {topic}", flush=True)
     ensure_topic(settings)
