@@ -7,7 +7,7 @@ SHELL := /bin/bash
 PY      := .venv/bin/python
 RECORD  := .state/started-by-test
 
-.PHONY: help setup up down status demo generate speed batch query test test-unit compose-env lint typecheck lock
+.PHONY: help setup up down status demo generate speed batch query compare test test-unit compose-env lint typecheck lock
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ batch: setup  ## recompute the views for a closed interval: make batch ARGS="--s
 
 query: setup  ## print a serving view: make query ARGS="event_counts_1m --from 2026-11-25T10:00Z --to 2026-11-25T12:00Z"
 	@$(PY) -m jobs.cli query $(ARGS)
+
+compare: setup  ## reconcile two sources window by window: make compare ARGS="--left batch --right speed"
+	@$(PY) -m jobs.cli compare $(ARGS)
 
 test: setup  ## run every test against real services, starting (and then stopping) what is needed
 	@mkdir -p .state && rm -f $(RECORD)
