@@ -199,19 +199,30 @@ def follow(
 ) -> bool:
     """Log progress until the query has read the planned end (True) or stops (False)."""
     total = max(plan.records, 1)
-    last_print, last_done, last_at = 0.0, 0, time.monotonic()
+    began = time.monotonic()
+    last_print, last_done, batch_began = 0.0, 0, began
     while True:
         query.awaitTermination(1)
         done = records_done(plan, _reached(query, plan.topic))
         now = time.monotonic()
-        if now - last_print >= every or done >= plan.records:
-            rate = (done - last_done) / (now - last_at) if now > last_at else 0.0
+        if done != last_done:
+            batch_began = now
+        if now - last_print >= every or (done >= plan.records and done != last_done):
+            # Records count as done when their micro-batch commits, so a large batch shows
+            # no progress for a while: say that one is running, and for how long.
+            running = query.isActive and query.status["isTriggerActive"] and done < plan.records
             print(
                 f"replay {version}: {done}/{plan.records} records "
-                f"({100 * done / total:.0f}%), {rate:.0f} records/s",
+                f"({100 * done / total:.0f}%), {done / max(now - began, 1e-9):.0f} records/s"
+                + (
+                    f"; a micro-batch has been running for {now - batch_began:.0f} s"
+                    if running
+                    else ""
+                ),
                 flush=True,
             )
-            last_print, last_done, last_at = now, done, now
+            last_print = now
+        last_done = done
         if not query.isActive:
             failure = query.exception()
             if failure is not None:
