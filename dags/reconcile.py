@@ -41,6 +41,7 @@ explain it (`batch = speed + late`). Results go to `dq.reconciliation_runs` and
   compares batch vs speed over the interval(s) those batch runs recomputed.
 - **After every replay**: triggered by `replay.versions` (kappa_replay announces each
   version it wrote), it compares that version with the live output (replay vs speed).
+  A run triggered by both compares each; it fails if any comparison's gate fails.
 - **By hand**: *Trigger DAG* with `left`/`right` (batch, speed, or a replay version as
   `replay:v3`: replay vs live, replay vs batch), a `view` (or all), and an optional
   `start`/`end` range (UTC; empty: every final window).
@@ -111,35 +112,61 @@ def reconcile() -> None:
         from lakehouse.job_runner import run_job
 
         context = get_current_context()
-        args = [*_arguments(context), "--run-id", context["run_id"]]
-        log.info("running jobs.reconcile %s", " ".join(args))
-        outcome = run_job("jobs.reconcile", args, log.info)
-        report = outcome.last(REPORT_PREFIX)
-        if report:
-            log.info("reconciliation report: %s", report)
-        if outcome.returncode == EXIT_NOTHING_COMPARED:
+        summaries: dict[str, Any] = {}
+        failures: list[str] = []
+        for index, (label, arguments) in enumerate(_comparisons(context)):
+            # The first comparison is recorded under the run's id, the others beside it.
+            left = arguments[1].replace(":", "_")
+            run_id = context["run_id"] if index == 0 else f"{context['run_id']}:{left}"
+            args = [*arguments, "--run-id", run_id]
+            log.info("%s: running jobs.reconcile %s", label, " ".join(args))
+            outcome = run_job("jobs.reconcile", args, log.info)
+            report = outcome.last(REPORT_PREFIX)
+            if report:
+                log.info("reconciliation report: %s", report)
+            if outcome.returncode == EXIT_NOTHING_COMPARED:
+                log.info("%s: no window is final on both sides yet: nothing compared", label)
+                continue
+            if outcome.returncode == EXIT_BAD_ARGUMENTS:
+                raise AirflowFailException("bad parameters: see the log above")
+            if outcome.returncode == EXIT_GATE_FAILED:
+                failures.append(f"{label}: {_gate_failure(outcome.lines)}\nreport: {report}")
+                continue
+            if outcome.returncode != 0:
+                raise RuntimeError(f"jobs.reconcile stopped with status {outcome.returncode}")
+            result = outcome.last(RESULT_PREFIX)
+            assert result is not None, "the reconcile job printed no result line"
+            summaries[label] = json.loads(result)
+        if failures:
+            raise AirflowFailException("\n\n".join(failures))
+        if not summaries:
             raise AirflowSkipException("no window is final on both sides yet: nothing compared")
-        if outcome.returncode == EXIT_BAD_ARGUMENTS:
-            raise AirflowFailException("bad parameters: see the log above")
-        if outcome.returncode == EXIT_GATE_FAILED:
-            raise AirflowFailException(f"{_gate_failure(outcome.lines)}\nreport: {report}")
-        if outcome.returncode != 0:
-            raise RuntimeError(f"jobs.reconcile stopped with status {outcome.returncode}")
-        result = outcome.last(RESULT_PREFIX)
-        assert result is not None, "the reconcile job printed no result line"
-        summary: dict[str, Any] = json.loads(result)
-        return summary
+        return summaries
 
     compare()
+
+
+def _comparisons(context: Any) -> list[tuple[str, list[str]]]:
+    """What this run compares: the form's choice, or what triggered it. Batch runs: batch vs
+    speed over what they recomputed. Each replay announced: that version vs live."""
+    events = context.get("triggering_asset_events") or {}
+    replayed = dict.fromkeys(
+        str(e.extra["version"]) for e in events.get(REPLAY_ASSET, ()) if e.extra.get("version")
+    )
+    batch_triggered = any(events.get(asset) for asset in BATCH_ASSETS)
+    found = []
+    if batch_triggered or not replayed:
+        params = context["params"]
+        found.append((f"{params['left']} vs {params['right']}", _arguments(context)))
+    found += [
+        (f"replay:{v} vs speed", ["--left", f"replay:{v}", "--right", "speed"]) for v in replayed
+    ]
+    return found
 
 
 def _arguments(context: Any) -> list[str]:
     params = context["params"]
     events = context.get("triggering_asset_events") or {}
-    replayed = [e.extra["version"] for e in events.get(REPLAY_ASSET, ()) if e.extra.get("version")]
-    if replayed:
-        # Triggered by a replay: its newest version against the live output.
-        return ["--left", f"replay:{replayed[-1]}", "--right", "speed"]
     args = ["--left", params["left"], "--right", params["right"]]
     if params.get("view") and params["view"] != "all":
         args += ["--view", params["view"]]

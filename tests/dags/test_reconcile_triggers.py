@@ -18,13 +18,39 @@ def rc(airflow_home: Path) -> Any:
     return load_dag_module("reconcile")
 
 
-def test_a_run_triggered_by_a_replay_compares_that_version_with_live(rc: Any) -> None:
+def test_a_run_triggered_by_replays_compares_each_version_with_live(rc: Any) -> None:
     events = triggering_events(
         (rc.REPLAY_ASSET, {"version": "v3"}, "manual__1"),
         (rc.REPLAY_ASSET, {"version": "v4"}, "manual__2"),
     )
-    args = rc._arguments({"params": DEFAULTS, "triggering_asset_events": events})
-    assert args == ["--left", "replay:v4", "--right", "speed"]
+    found = rc._comparisons({"params": DEFAULTS, "triggering_asset_events": events})
+    assert found == [
+        ("replay:v3 vs speed", ["--left", "replay:v3", "--right", "speed"]),
+        ("replay:v4 vs speed", ["--left", "replay:v4", "--right", "speed"]),
+    ]
+
+
+def test_batch_runs_and_a_replay_queued_together_are_all_compared(rc: Any) -> None:
+    events = triggering_events(
+        *((asset, {}, "scheduled__a") for asset in rc.BATCH_ASSETS),
+        (rc.REPLAY_ASSET, {"version": "v5"}, "manual__3"),
+    )
+    found = rc._comparisons({"params": DEFAULTS, "triggering_asset_events": events})
+    assert found == [
+        ("batch vs speed", ["--left", "batch", "--right", "speed", "--batch-run", "scheduled__a"]),
+        ("replay:v5 vs speed", ["--left", "replay:v5", "--right", "speed"]),
+    ]
+
+
+def test_a_manual_run_compares_what_the_form_asks(rc: Any) -> None:
+    params = {**DEFAULTS, "left": "replay:v2", "right": "batch", "view": "user_sessions"}
+    found = rc._comparisons({"params": params, "triggering_asset_events": {}})
+    assert found == [
+        (
+            "replay:v2 vs batch",
+            ["--left", "replay:v2", "--right", "batch", "--view", "user_sessions"],
+        )
+    ]
 
 
 def test_a_run_triggered_by_batch_runs_compares_what_they_recomputed(rc: Any) -> None:
