@@ -153,11 +153,12 @@ def _recomputed_range(context: Any) -> tuple[str, str] | None:
     ]
     if not intervals:
         return None
+    from lakehouse.times import parse_iso
 
-    def moment(text: str) -> datetime:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-    return min((s for s, _ in intervals), key=moment), max((e for _, e in intervals), key=moment)
+    return (
+        min((s for s, _ in intervals), key=parse_iso),
+        max((e for _, e in intervals), key=parse_iso),
+    )
 
 
 def _run_after(context: Any) -> datetime:

@@ -19,3 +19,9 @@ def from_micros(micros: int) -> datetime:
 def as_utc(moment: datetime) -> datetime:
     """An aware UTC datetime; a naive one is taken as UTC (how the CLIs and Airflow mean it)."""
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def parse_iso(text: str) -> datetime:
+    """ISO-8601 text ("Z" or an offset; none means UTC) as an aware UTC datetime; ValueError
+    when it is not one."""
+    return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
