@@ -57,10 +57,10 @@ test-unit: setup  ## only the tests that need no service
 compose-env:  ## write the generated secrets for `docker compose --env-file` (see docker-compose.yml)
 	@python3 -c 'import sys; sys.path.insert(0, "."); from lakehouse.secrets import write_compose_env; print("wrote", write_compose_env())'
 
-lint:  ## ruff lint and format check
+lint: setup  ## ruff lint and format check
 	@.venv/bin/ruff check . && .venv/bin/ruff format --check .
 
-typecheck:  ## mypy on lakehouse/, jobs/ and infra/
+typecheck: setup  ## mypy on lakehouse/, jobs/ and infra/
 	@.venv/bin/mypy
 
 lock:  ## recompile infra/python/requirements.lock from pyproject.toml
