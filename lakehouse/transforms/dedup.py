@@ -5,6 +5,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+DEDUP_COLUMNS = ("event_id", "kafka_partition", "kafka_offset")  # what deciding reads
+
 
 def first_delivery_per_event(events: DataFrame) -> DataFrame:
     """Keep one row per event_id: the earliest in the log. Static DataFrames only."""

@@ -81,31 +81,41 @@ def _reason_if(condition: Column, reason: str) -> Column:
     return F.when(condition, F.array(F.lit(reason))).otherwise(F.array().cast("array<string>"))
 
 
+# Event fields kept as text after validation (the others are typed: event_time, sent_at, amount).
+TEXT_FIELDS = ("event_id", "event_type", "user_id", "session_id", "page", "product_id")
+
+
 def validate_events(parsed: DataFrame, rules: ValidationRules) -> DataFrame:
-    """Parsed bronze rows -> the same rows with `reasons` and typed event columns."""
+    """Parsed bronze rows -> bronze rows with `reasons` and the event's fields as columns.
+
+    The parsed `event` struct is dropped: it repeats the whole value, and a micro-batch is
+    cached after this step."""
     oversized = F.octet_length("value") > rules.max_record_bytes
     malformed = F.col("event").isNull() | _text(contract.CORRUPT_COLUMN).isNotNull()
     content_reasons = F.when(malformed, F.array(F.lit(contract.REASON_MALFORMED))).otherwise(
         F.concat(*_reason_rules(rules))
     )
     reasons = F.concat(_reason_if(oversized, contract.REASON_OVERSIZED), content_reasons)
-    return parsed.withColumn("reasons", reasons).withColumns(
-        {
-            "event_time": _iso_timestamp("event_time"),
-            "sent_at": _iso_timestamp("sent_at"),
-            "amount": F.when(
-                _text("event_type") == "purchase", _text("amount").try_cast(AMOUNT_TYPE)
-            ),
-        }
+    return (
+        parsed.withColumn("reasons", reasons)
+        .withColumns(
+            {
+                **{f: _text(f) for f in TEXT_FIELDS},
+                "event_time": _iso_timestamp("event_time"),
+                "sent_at": _iso_timestamp("sent_at"),
+                "amount": F.when(
+                    _text("event_type") == "purchase", _text("amount").try_cast(AMOUNT_TYPE)
+                ),
+            }
+        )
+        .drop("event")
     )
 
 
 def accepted_events(validated: DataFrame) -> DataFrame:
     """Rows that pass every rule, in silver's shape."""
     return validated.where(F.size("reasons") == 0).select(
-        *(_text(f).alias(f) for f in ("event_id", "event_type", "user_id", "session_id")),
-        _text("page").alias("page"),
-        _text("product_id").alias("product_id"),
+        *TEXT_FIELDS,
         "amount",
         "event_time",
         "sent_at",
