@@ -78,6 +78,9 @@ def append_once(df: DataFrame, table: Table, settings: Settings, app_id: str, ve
     )
     if table.partition_by:
         writer = writer.partitionBy(*table.partition_by)
+    if table.checkpoint_interval:
+        # Applied when this write creates the table; Delta ignores it on later appends.
+        writer = writer.option("delta.checkpointInterval", table.checkpoint_interval)
     writer.save(table.path(settings))
 
 

@@ -95,7 +95,13 @@ class SpeedOutputs:
 
         def own(name: str, like: str) -> Table:
             live = table(like)
-            return Table(f"{stage}.{name}", REPLAY, live.description, live.partition_by)
+            return Table(
+                f"{stage}.{name}",
+                REPLAY,
+                live.description,
+                live.partition_by,
+                live.checkpoint_interval,
+            )
 
         return cls(
             name=stage,
