@@ -358,10 +358,24 @@ class MicroBatchProcessor:
         seen = read_table_at(spark, self.outputs.silver, self.settings, pinned.silver_version)
         if seen is None:
             return unique
-        # A duplicate carries the same event_time, so only the batch's days need checking.
-        # Read from `accepted` (cached), not `unique`: that would run the dedup window twice.
-        days = [r["event_date"] for r in accepted.select("event_date").distinct().collect()]
-        return drop_seen_events(unique, seen.where(F.col("event_date").isin(days)))
+        # A duplicate carries the same event_time, so only silver rows in the batch's days
+        # and event-time range need checking: partition pruning and Delta's file statistics
+        # skip the rest, so the lookup does not grow with the day's silver. Read from
+        # `accepted` (cached), not `unique`: that would run the dedup window twice.
+        [span] = accepted.agg(
+            F.collect_set("event_date").alias("days"),
+            F.min(F.unix_micros("event_time")).alias("first"),
+            F.max(F.unix_micros("event_time")).alias("last"),
+        ).collect()
+        if not span["days"]:
+            return unique
+        candidates = seen.where(
+            F.col("event_date").isin(span["days"])
+            & F.col("event_time").between(
+                F.timestamp_micros(F.lit(span["first"])), F.timestamp_micros(F.lit(span["last"]))
+            )
+        )
+        return drop_seen_events(unique, candidates)
 
     # --- views ---------------------------------------------------------------------------
 
