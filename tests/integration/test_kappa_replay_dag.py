@@ -216,17 +216,18 @@ def test_promoting_a_version_that_does_not_exist_fails_with_the_reason(
 def test_rollback_with_nothing_promoted_fails_with_the_reason(
     api: af.Api, spark: SparkSession, services_settings: Settings
 ) -> None:
-    """Only when the services' pointer has nothing to roll back to: otherwise the run would
-    switch what serving reads, which a test must not do to the services' lakehouse."""
+    """Needs a services' pointer with nothing promoted (the tests never promote there): with
+    a promotion, the run would switch what serving reads, which a test must not do to the
+    services' lakehouse. Then it fails and says how to get there, never skips."""
     dag_id = "rollback_version"
     af.wait_parsed(api, dag_id)
     history = pointer_history(spark, services_settings)
     promoted = _promoted_stack(history)
-    if promoted:
-        pytest.skip(
-            f"the services' serving pointer has {' -> '.join(promoted)} promoted over live: "
-            "a rollback would change what serving reads"
-        )
+    assert not promoted, (
+        f"the services' serving pointer has {' -> '.join(promoted)} promoted over live, so "
+        "this test cannot run without changing what serving reads: roll back first "
+        "(`python -m jobs.versions rollback`, once per promotion), then run the tests again"
+    )
     run, tis, logs = _run(api, dag_id, None)
     assert run["state"] == "failed", af.tasks_report(tis, logs)
     assert af.task_states(tis) == {"rollback": "failed"}
