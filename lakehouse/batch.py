@@ -140,7 +140,7 @@ def recompute_interval(
         .transform(validate_events, _rules(settings))
         .transform(accepted_events)
         # Only what dedup, the run's figures and the views read: less to shuffle and cache
-        # (measured on 10M events: 8 s of 47 s).
+        # (measured on 10M events: that step went from 46 s to 36 s).
         .select(*DEDUP_COLUMNS, "kafka_timestamp", *VIEW_INPUT_COLUMNS)
         .transform(first_delivery_per_event)
         .drop(*DEDUP_COLUMNS)

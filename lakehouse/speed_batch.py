@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -94,14 +94,8 @@ class SpeedOutputs:
         stage = f"replay_{version}"
 
         def own(name: str, like: str) -> Table:
-            live = table(like)
-            return Table(
-                f"{stage}.{name}",
-                REPLAY,
-                live.description,
-                live.partition_by,
-                live.checkpoint_interval,
-            )
+            # Everything else (partitioning, checkpoint interval) as the live table has it.
+            return replace(table(like), name=f"{stage}.{name}", writer=REPLAY)
 
         return cls(
             name=stage,
