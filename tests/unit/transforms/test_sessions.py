@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from datetime import datetime
+import random
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from lakehouse.transforms.sessions import events_as_intervals, merge_sessions, sessionize
@@ -59,3 +60,35 @@ def test_merging_known_sessions_with_new_events_equals_sessionizing_everything(s
     # 10:45 and 11:10 bridge the two known sessions into one.
     assert sessions_of(incremental) == sessions_of(sessionize(everything))
     assert [s[3] for s in sessions_of(incremental)] == [6]
+
+
+def test_sessions_equal_a_plain_python_sessionization(spark) -> None:
+    # Events summed per half-hour stretch first must not change any session: gaps of exactly
+    # the limit, just under it, and sessions crossing stretch boundaries and midnight.
+    rng = random.Random(7)
+    start = datetime(2026, 3, 1, 22, 0)
+    rows = []
+    for user in ("u1", "u2", "u3"):
+        at = start
+        for _ in range(40):
+            at += timedelta(seconds=rng.choice([1, 600, 1799, 1800, 1801, 3000]))
+            rows.append((user, Decimal(rng.randint(0, 300)) / 100, at))
+    expected = []
+    for user in ("u1", "u2", "u3"):
+        times = sorted((t, a) for u, a, t in rows if u == user)
+        session = [times[0]]
+        for t, a in times[1:]:
+            if t - session[-1][0] >= timedelta(minutes=30):
+                expected.append(_summary(user, session))
+                session = []
+            session.append((t, a))
+        expected.append(_summary(user, session))
+    got = sessionize(spark.createDataFrame(rows, SCHEMA)).collect()
+    assert sorted(tuple(r) for r in got) == sorted(expected)
+    assert len(expected) > 40
+
+
+def _summary(user, session):
+    first, last = session[0][0], session[-1][0]
+    revenue = sum((a for _, a in session), Decimal("0.00"))
+    return (user, first, last, len(session), revenue, int((last - first).total_seconds()))

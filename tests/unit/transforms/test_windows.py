@@ -1,7 +1,9 @@
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
+
+from pyspark.sql import functions as F
 
 from lakehouse.transforms.windows import active_users_per_page, count_events_per_minute
 
@@ -51,3 +53,35 @@ def test_sliding_windows_count_distinct_users_per_page(spark) -> None:
     assert rows["09:51"]["users"] == ["u1"]
     assert rows["10:09"]["users"] == ["u2"] and rows["10:09"]["window_end"] == ts("10:19:00")
     assert len(rows) == 19  # windows starting 09:51 .. 10:09
+
+
+def test_sliding_windows_equal_sparks_own_sliding_window(spark) -> None:
+    # Pages with gaps of several minutes, a page with a single event, and windows crossing
+    # midnight: every window Spark's window() has, with the same users and counts.
+    rows = [
+        ("click", f"u{(i * 7) % 5}", page, None, datetime(2026, 3, 1, 23, 50) + delta)
+        for i, (page, delta) in enumerate(
+            [
+                ("/", timedelta(minutes=m, seconds=s))
+                for m in (0, 1, 1, 4, 13, 14, 29)
+                for s in (0, 59)
+            ]
+            + [("/cart", timedelta(minutes=11, seconds=30))]
+        )
+    ]
+    df = events(spark, *rows)
+    expected = (
+        df.groupBy(F.window("event_time", "10 minutes", "1 minute"), "page")
+        .agg(F.array_sort(F.collect_set("user_id")).alias("users"), F.count("*").alias("events"))
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "page",
+            "users",
+            F.size("users").alias("active_users"),
+            "events",
+        )
+    )
+    got = active_users_per_page(df)
+    assert sorted(got.collect()) == sorted(expected.collect())
+    assert got.count() == expected.count() > 30
