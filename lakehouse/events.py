@@ -47,5 +47,3 @@ REASON_EVENT_ID_TOO_LONG = "invalid_value:event_id"
 REASON_PURCHASE_WITHOUT_AMOUNT = "missing_field:amount"
 REASON_NEGATIVE_AMOUNT = "invalid_value:amount"
 REASON_FUTURE = "event_time_in_future"
-
-CORRUPT_COLUMN = "_corrupt_record"

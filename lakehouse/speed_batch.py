@@ -43,6 +43,7 @@ from lakehouse.transforms.sessions import events_as_intervals, merge_sessions
 from lakehouse.transforms.validate import (
     ValidationRules,
     accepted_events,
+    is_accepted,
     quarantined_records,
     validate_events,
 )
@@ -172,7 +173,7 @@ def batch_stats(checked: DataFrame, new: DataFrame, wm: int | None) -> BatchStat
         checked.groupBy("partition")
         .agg(
             F.count("*").alias("rows"),
-            F.sum((F.size("reasons") > 0).cast("long")).alias("quarantined"),
+            F.sum((~is_accepted()).cast("long")).alias("quarantined"),
             F.max("offset").alias("last"),
         )
         .collect()
@@ -248,7 +249,7 @@ class MicroBatchProcessor:
         )
         if out.raw is None:
             # No bronze copy (a replay): only a quarantined record still needs its value.
-            checked = checked.withColumn("value", F.when(F.size("reasons") > 0, F.col("value")))
+            checked = checked.withColumn("value", F.when(~is_accepted(), F.col("value")))
         checked = checked.persist()
         raw = checked.select(*RAW_COLUMNS)
         new: DataFrame | None = None

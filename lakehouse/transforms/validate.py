@@ -1,13 +1,15 @@
 """The event contract's rules (lakehouse.events) as DataFrame functions.
 
-`validate_events` adds `reasons` (one entry per broken rule, empty when the event is fine)
-and the typed columns; `accepted_events` and `quarantined_records` split on it. The same
-functions run on a micro-batch, a whole bronze table, or a replay.
+`validate_events` adds `reason_bits` (one bit per broken rule, 0 when the event is fine) and
+the typed columns; `accepted_events` and `quarantined_records` split on it, and the latter
+spells the bits out as reasons. The same functions run on a micro-batch, a whole bronze
+table, or a replay.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -16,6 +18,27 @@ from pyspark.sql.types import DecimalType
 from lakehouse import events as contract
 
 AMOUNT_TYPE = DecimalType(18, 2)  # exact sums: batch and speed must agree to the cent
+
+# Bit i of reason_bits stands for REASONS[i]; a record's reasons keep this order.
+REASONS = (
+    contract.REASON_OVERSIZED,
+    contract.REASON_MALFORMED,
+    *(f"{contract.REASON_MISSING}:{f}" for f in contract.REQUIRED_FIELDS),
+    f"{contract.REASON_WRONG_TYPE}:event_time",
+    f"{contract.REASON_WRONG_TYPE}:sent_at",
+    f"{contract.REASON_WRONG_TYPE}:amount",
+    contract.REASON_BAD_EVENT_TYPE,
+    contract.REASON_EVENT_ID_TOO_LONG,
+    contract.REASON_PURCHASE_WITHOUT_AMOUNT,
+    contract.REASON_NEGATIVE_AMOUNT,
+    contract.REASON_FUTURE,
+)
+assert len(set(REASONS)) == len(REASONS) <= 31, "one bit of an int per reason"
+
+# Event fields kept as text after validation (the others are typed: event_time, sent_at, amount).
+TEXT_FIELDS = ("event_id", "event_type", "user_id", "session_id", "page", "product_id")
+# The typed fields, computed once per record before the rules read them.
+_EVENT_TIME, _SENT_AT, _AMOUNT = "_event_time", "_sent_at", "_amount"
 
 
 @dataclass(frozen=True)
@@ -40,81 +63,94 @@ def _iso_timestamp(field: str) -> Column:
     )
 
 
-def _reason_rules(rules: ValidationRules) -> list[Column]:
-    event_time = _iso_timestamp("event_time")
-    amount = _text("amount").try_cast(AMOUNT_TYPE)
+def _content_rules(rules: ValidationRules) -> dict[str, Column]:
+    """Reason -> the condition under which a parsed event breaks that rule."""
+    event_time, amount = F.col(_EVENT_TIME), F.col(_AMOUNT)
     future_limit = F.col("kafka_timestamp") + F.make_interval(
         secs=F.lit(rules.future_tolerance_seconds)
     )
-    checks: list[tuple[Column, str]] = [
-        (~_present(f), f"{contract.REASON_MISSING}:{f}") for f in contract.REQUIRED_FIELDS
-    ]
-    checks += [
-        (_present("event_time") & event_time.isNull(), f"{contract.REASON_WRONG_TYPE}:event_time"),
-        (
-            _present("sent_at") & _iso_timestamp("sent_at").isNull(),
-            f"{contract.REASON_WRONG_TYPE}:sent_at",
-        ),
-        (_present("amount") & amount.isNull(), f"{contract.REASON_WRONG_TYPE}:amount"),
-        (
-            _present("event_type") & ~_text("event_type").isin(*contract.EVENT_TYPES),
-            contract.REASON_BAD_EVENT_TYPE,
-        ),
-        (
-            F.length(_text("event_id")) > contract.MAX_EVENT_ID_LENGTH,
-            contract.REASON_EVENT_ID_TOO_LONG,
-        ),
-        (
-            (_text("event_type") == "purchase") & ~_present("amount"),
-            contract.REASON_PURCHASE_WITHOUT_AMOUNT,
-        ),
-        (amount < 0, contract.REASON_NEGATIVE_AMOUNT),
-        (event_time > future_limit, contract.REASON_FUTURE),
-    ]
-    return [_reason_if(condition, reason) for condition, reason in checks]
+    return {
+        **{f"{contract.REASON_MISSING}:{f}": ~_present(f) for f in contract.REQUIRED_FIELDS},
+        f"{contract.REASON_WRONG_TYPE}:event_time": _present("event_time") & event_time.isNull(),
+        f"{contract.REASON_WRONG_TYPE}:sent_at": _present("sent_at") & F.col(_SENT_AT).isNull(),
+        f"{contract.REASON_WRONG_TYPE}:amount": _present("amount") & amount.isNull(),
+        contract.REASON_BAD_EVENT_TYPE: _present("event_type")
+        & ~_text("event_type").isin(*contract.EVENT_TYPES),
+        contract.REASON_EVENT_ID_TOO_LONG: F.length(_text("event_id"))
+        > contract.MAX_EVENT_ID_LENGTH,
+        contract.REASON_PURCHASE_WITHOUT_AMOUNT: (_text("event_type") == "purchase")
+        & ~_present("amount"),
+        contract.REASON_NEGATIVE_AMOUNT: amount < 0,
+        contract.REASON_FUTURE: event_time > future_limit,
+    }
 
 
-def _reason_if(condition: Column, reason: str) -> Column:
-    """[reason] when `condition` holds, else []: rules are concatenated, never filtered,
-    because a filter with a lambda runs interpreted, with every rule under it (measured:
-    validation cost more than the JSON parse)."""
-    return F.when(condition, F.array(F.lit(reason))).otherwise(F.array().cast("array<string>"))
+def _bit_if(condition: Column, reason: str) -> Column:
+    # A null condition (a rule about a field that is absent) sets no bit.
+    return F.when(condition, F.lit(1 << REASONS.index(reason))).otherwise(F.lit(0))
 
 
-# Event fields kept as text after validation (the others are typed: event_time, sent_at, amount).
-TEXT_FIELDS = ("event_id", "event_type", "user_id", "session_id", "page", "product_id")
+def _any_bits(bits: list[Column]) -> Column:
+    return reduce(Column.bitwiseOR, bits)
+
+
+def _reason_bits(rules: ValidationRules) -> Column:
+    oversized = _bit_if(F.octet_length("value") > rules.max_record_bytes, contract.REASON_OVERSIZED)
+    content = _any_bits([_bit_if(c, r) for r, c in _content_rules(rules).items()])
+    # A malformed record has no fields to judge: that is its one content reason.
+    malformed = _bit_if(F.lit(True), contract.REASON_MALFORMED)
+    return oversized.bitwiseOR(F.when(F.col("event").isNull(), malformed).otherwise(content))
 
 
 def validate_events(parsed: DataFrame, rules: ValidationRules) -> DataFrame:
-    """Parsed bronze rows -> bronze rows with `reasons` and the event's fields as columns.
+    """Parsed bronze rows -> bronze rows with `reason_bits` and the event's fields as columns.
 
     The parsed `event` struct is dropped: it repeats the whole value, and a micro-batch is
     cached after this step."""
-    oversized = F.octet_length("value") > rules.max_record_bytes
-    malformed = F.col("event").isNull() | _text(contract.CORRUPT_COLUMN).isNotNull()
-    content_reasons = F.when(malformed, F.array(F.lit(contract.REASON_MALFORMED))).otherwise(
-        F.concat(*_reason_rules(rules))
+    typed = parsed.withColumns(
+        {
+            _EVENT_TIME: _iso_timestamp("event_time"),
+            _SENT_AT: _iso_timestamp("sent_at"),
+            _AMOUNT: _text("amount").try_cast(AMOUNT_TYPE),
+        }
     )
-    reasons = F.concat(_reason_if(oversized, contract.REASON_OVERSIZED), content_reasons)
-    return (
-        parsed.withColumn("reasons", reasons)
-        .withColumns(
-            {
-                **{f: _text(f) for f in TEXT_FIELDS},
-                "event_time": _iso_timestamp("event_time"),
-                "sent_at": _iso_timestamp("sent_at"),
-                "amount": F.when(
-                    _text("event_type") == "purchase", _text("amount").try_cast(AMOUNT_TYPE)
-                ),
-            }
+    # Exploding a one-element array is a barrier for the optimizer, as in parse_events:
+    # without it, accepted_events' filter on reason_bits is pushed below this projection,
+    # inlined, so every rule and timestamp conversion runs once in the filter and again
+    # here (measured on 10M records: parse, validate and filter 23.7 s -> 17.4 s with it,
+    # and the bits instead of an array of reasons per record).
+    judged = typed.withColumn("_bits", _reason_bits(rules)).select(
+        "*", F.explode(F.array("_bits")).alias("reason_bits")
+    )
+    return judged.withColumns(
+        {
+            **{f: _text(f) for f in TEXT_FIELDS},
+            "event_time": F.col(_EVENT_TIME),
+            "sent_at": F.col(_SENT_AT),
+            "amount": F.when(_text("event_type") == "purchase", F.col(_AMOUNT)),
+        }
+    ).drop("event", "_bits", _EVENT_TIME, _SENT_AT, _AMOUNT)
+
+
+def is_accepted() -> Column:
+    """True for a validated row that broke no rule."""
+    return F.col("reason_bits") == 0
+
+
+def reasons(bits: Column) -> Column:
+    """reason_bits spelled out: the broken rules' reasons, in REASONS order."""
+    empty = F.array().cast("array<string>")
+    return F.concat(
+        *(
+            F.when(bits.bitwiseAND(1 << i) != 0, F.array(F.lit(r))).otherwise(empty)
+            for i, r in enumerate(REASONS)
         )
-        .drop("event")
     )
 
 
 def accepted_events(validated: DataFrame) -> DataFrame:
     """Rows that pass every rule, in silver's shape."""
-    return validated.where(F.size("reasons") == 0).select(
+    return validated.where(is_accepted()).select(
         *TEXT_FIELDS,
         "amount",
         "event_time",
@@ -129,15 +165,19 @@ def accepted_events(validated: DataFrame) -> DataFrame:
 
 def quarantined_records(validated: DataFrame) -> DataFrame:
     """Rows that break a rule: the raw record, its Kafka coordinates and every reason."""
-    return validated.where(F.size("reasons") > 0).select(
-        "topic",
-        F.col("partition").alias("kafka_partition"),
-        F.col("offset").alias("kafka_offset"),
-        "kafka_timestamp",
-        "key",
-        "value",
-        F.octet_length("value").alias("value_bytes"),
-        "reasons",
-        F.array_join("reasons", "; ").alias("reason"),
-        F.col("ingested_at").alias("quarantined_at"),
+    return (
+        validated.where(~is_accepted())
+        .withColumn("reasons", reasons(F.col("reason_bits")))
+        .select(
+            "topic",
+            F.col("partition").alias("kafka_partition"),
+            F.col("offset").alias("kafka_offset"),
+            "kafka_timestamp",
+            "key",
+            "value",
+            F.octet_length("value").alias("value_bytes"),
+            "reasons",
+            F.array_join("reasons", "; ").alias("reason"),
+            F.col("ingested_at").alias("quarantined_at"),
+        )
     )

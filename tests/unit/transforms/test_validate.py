@@ -5,12 +5,15 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from pyspark.sql import functions as F
 
+from lakehouse.events import FIELDS, REQUIRED_FIELDS
 from lakehouse.transforms.parse import parse_events
 from lakehouse.transforms.validate import (
     ValidationRules,
     accepted_events,
     quarantined_records,
+    reasons,
     validate_events,
 )
 from tests.unit.transforms.conftest import event
@@ -20,7 +23,8 @@ RULES = ValidationRules(max_record_bytes=2048, future_tolerance_seconds=300)
 
 def reasons_of(bronze, *values):
     checked = bronze(*values).transform(parse_events).transform(validate_events, RULES)
-    return [r["reasons"] for r in checked.orderBy("offset").collect()]
+    spelled = checked.orderBy("offset").select(reasons(F.col("reason_bits")).alias("reasons"))
+    return [r["reasons"] for r in spelled.collect()]
 
 
 def test_a_good_event_has_no_reason_and_typed_columns(bronze) -> None:
@@ -53,6 +57,10 @@ def test_a_good_event_has_no_reason_and_typed_columns(bronze) -> None:
         (event(event_id="x" * 65), ["invalid_value:event_id"]),
         (event(event_time="2026-03-01T12:06:00Z"), ["event_time_in_future"]),
         (event(page=..., user_id=...), ["missing_field:user_id", "missing_field:page"]),
+        ('"a JSON string"', ["malformed_json"]),
+        ("{}", [f"missing_field:{f}" for f in REQUIRED_FIELDS]),
+        (event(**dict.fromkeys(FIELDS)), [f"missing_field:{f}" for f in REQUIRED_FIELDS]),
+        (event(page={"path": "/"}, event_type=["click"]), ["invalid_value:event_type"]),
     ],
 )
 def test_each_broken_rule_gives_its_reason(bronze, value, expected) -> None:
@@ -74,3 +82,24 @@ def test_quarantine_keeps_the_raw_record_and_its_coordinates(bronze) -> None:
     assert (row["value"], row["kafka_offset"], row["reason"]) == ("garbage", 1, "malformed_json")
     assert row["value_bytes"] == 7
     assert accepted_events(checked).count() == 1, "one bad record never blocks the others"
+
+
+def test_an_oversized_malformed_record_gives_both_reasons(bronze) -> None:
+    assert reasons_of(bronze, "x" * 3000) == [["oversized_record", "malformed_json"]]
+
+
+def test_a_record_without_a_value_is_malformed(bronze) -> None:
+    no_value = bronze(event()).withColumn("value", F.lit(None).cast("string"))
+    checked = no_value.transform(parse_events).transform(validate_events, RULES)
+    [row] = quarantined_records(checked).collect()
+    assert row["reasons"] == ["malformed_json"]
+
+
+def test_each_timestamp_is_converted_once_however_the_rows_are_filtered(bronze) -> None:
+    # Without the barrier in validate_events the optimizer pushed accepted_events' filter
+    # below the conversions: event_time was parsed three times per record.
+    accepted = (
+        bronze(event()).transform(parse_events).transform(validate_events, RULES)
+    ).transform(accepted_events)
+    plan = accepted._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("RLIKE(") == 2, "event_time and sent_at, once each"
