@@ -81,6 +81,8 @@ def append_once(df: DataFrame, table: Table, settings: Settings, app_id: str, ve
     if table.checkpoint_interval:
         # Applied when this write creates the table; Delta ignores it on later appends.
         writer = writer.option("delta.checkpointInterval", table.checkpoint_interval)
+    if table.stats_columns:
+        writer = writer.option("delta.dataSkippingStatsColumns", ",".join(table.stats_columns))
     writer.save(table.path(settings))
 
 

@@ -28,6 +28,10 @@ class Table:
     # checkpoints (each a Spark job of its own) from landing in the same batch: at Delta's
     # default of 10 they all did, every tenth batch, which took 9.6 s against 6 s (measured).
     checkpoint_interval: int | None = None
+    # Columns Delta keeps min/max statistics for (set when the table is created; None: its
+    # default, the first 32). Only columns that queries filter on pay for themselves: on
+    # silver, the statistics of all fifteen columns took 3 s of an 11.6 s append of 5M rows.
+    stats_columns: tuple[str, ...] | None = None
 
     @property
     def stage(self) -> str:
@@ -57,6 +61,8 @@ TABLES: dict[str, Table] = {
             SPEED,
             "Every Kafka record as received: key, value and Kafka coordinates. The master dataset.",
             checkpoint_interval=97,
+            # The batch layer reads bronze by ingest time.
+            stats_columns=("kafka_timestamp", "ingested_at", "partition", "offset"),
         ),
         Table(
             "bronze.quarantine",
@@ -70,6 +76,8 @@ TABLES: dict[str, Table] = {
             "Accepted events, typed and deduplicated by event_id",
             partition_by=("event_date",),
             checkpoint_interval=101,
+            # The speed layer's dedup looks up silver by event time.
+            stats_columns=("event_time", "kafka_timestamp", "ingested_at"),
         ),
         Table(
             "speed.event_counts_1m",
