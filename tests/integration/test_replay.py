@@ -130,6 +130,15 @@ def test_a_replay_from_earliest_equals_the_batch_recompute(
     }
     [info] = [v for v in list_versions(spark, log.settings) if v.version == v1]
     assert info.status == "caught_up" and info.start == "earliest" and info.records == 1500
+
+    # A quarantined record is kept whole (value, key, topic), as the live stream keeps it.
+    def quarantine(outputs: SpeedOutputs) -> set[tuple]:
+        df = spark.read.format("delta").load(outputs.quarantine.path(log.settings))
+        return {tuple(r) for r in df.drop("reasons", "quarantined_at").collect()}
+
+    live_quarantine = quarantine(SpeedOutputs.live())
+    assert len(live_quarantine) > 10
+    assert quarantine(SpeedOutputs.replay(v1)) == live_quarantine
     # A version holds what it derives; the log itself is not copied again.
     version_root = Path(SpeedOutputs.replay(v1).silver.path(log.settings)).parent
     assert sorted(p.name for p in version_root.iterdir()) == [
