@@ -7,19 +7,19 @@ from datetime import datetime
 from lakehouse.delta_io import append_once, table_version
 from lakehouse.speed_batch import MicroBatchProcessor, PinnedState, SpeedOutputs
 
+# Silver's columns that these tests read, and those its Delta statistics are kept for.
 SCHEMA = (
-    "event_id string, event_time timestamp, event_date date, kafka_partition int, kafka_offset long"
+    "event_id string, event_time timestamp, event_date date, kafka_partition int, "
+    "kafka_offset long, kafka_timestamp timestamp, ingested_at timestamp"
 )
 
 
 def rows(spark, *events: tuple[str, str, int]):
-    return spark.createDataFrame(
-        [
-            (eid, datetime.fromisoformat(t), datetime.fromisoformat(t).date(), 0, offset)
-            for eid, t, offset in events
-        ],
-        SCHEMA,
-    )
+    def row(eid: str, t: str, offset: int) -> tuple:
+        at = datetime.fromisoformat(t)
+        return (eid, at, at.date(), 0, offset, at, at)
+
+    return spark.createDataFrame([row(*e) for e in events], SCHEMA)
 
 
 def test_events_already_in_silver_are_dropped_at_the_edges_of_the_batch_time_range(
