@@ -85,20 +85,20 @@ def _content_rules(rules: ValidationRules) -> dict[str, Column]:
     }
 
 
+def _bit(reason: str) -> Column:
+    return F.lit(1 << REASONS.index(reason))
+
+
 def _bit_if(condition: Column, reason: str) -> Column:
     # A null condition (a rule about a field that is absent) sets no bit.
-    return F.when(condition, F.lit(1 << REASONS.index(reason))).otherwise(F.lit(0))
-
-
-def _any_bits(bits: list[Column]) -> Column:
-    return reduce(Column.bitwiseOR, bits)
+    return F.when(condition, _bit(reason)).otherwise(F.lit(0))
 
 
 def _reason_bits(rules: ValidationRules) -> Column:
     oversized = _bit_if(F.octet_length("value") > rules.max_record_bytes, contract.REASON_OVERSIZED)
-    content = _any_bits([_bit_if(c, r) for r, c in _content_rules(rules).items()])
+    content = reduce(Column.bitwiseOR, [_bit_if(c, r) for r, c in _content_rules(rules).items()])
     # A malformed record has no fields to judge: that is its one content reason.
-    malformed = _bit_if(F.lit(True), contract.REASON_MALFORMED)
+    malformed = _bit(contract.REASON_MALFORMED)
     return oversized.bitwiseOR(F.when(F.col("event").isNull(), malformed).otherwise(content))
 
 
