@@ -7,7 +7,7 @@ SHELL := /bin/bash
 PY      := .venv/bin/python
 RECORD  := .state/started-by-test
 
-.PHONY: help setup up down status demo generate speed batch query compare test test-unit compose-env lint typecheck lock
+.PHONY: help setup up down status demo generate speed batch query compare test test-unit clean-bench compose-env lint typecheck lock
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ test: setup  ## run every test against real services, starting (and then stoppin
 
 test-unit: setup  ## only the tests that need no service
 	@$(PY) -m pytest tests/unit
+
+clean-bench: setup  ## delete the benchmarks' Kafka topics and lakehouses (needs `make up`; bench/results stays)
+	@$(PY) -m bench.clean
 
 compose-env:  ## write the generated secrets for `docker compose --env-file` (see docker-compose.yml)
 	@python3 -c 'import sys; sys.path.insert(0, "."); from lakehouse.secrets import write_compose_env; print("wrote", write_compose_env())'

@@ -67,6 +67,22 @@ def ensure_topic(
     return name
 
 
+def delete_topics(settings: Settings, prefix: str) -> list[str]:
+    """Delete every topic whose name starts with `prefix` (tests' and benchmarks' own
+    topics: each keeps its records forever, so without this the broker's disk only grows).
+    Returns the names deleted."""
+    if not prefix:
+        raise ValueError("a prefix is needed: deleting every topic is never what is meant")
+    admin = _admin(settings)
+    try:
+        names = sorted(t for t in admin.list_topics() if t.startswith(prefix))
+        if names:
+            admin.delete_topics(names, timeout_ms=30_000)
+    finally:
+        admin.close()
+    return names
+
+
 def produce_json(
     settings: Settings, records: Iterable[tuple[str, Mapping[str, Any]]], topic: str | None = None
 ) -> int:

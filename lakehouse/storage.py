@@ -41,3 +41,23 @@ def ensure_bucket(settings: Settings, bucket: str | None = None) -> str:
     if not client.bucket_exists(name):
         client.make_bucket(name)
     return name
+
+
+def delete_prefix(settings: Settings, prefix: str, bucket: str | None = None) -> int:
+    """Delete every object under `prefix` in the bucket; returns how many. For what tests and
+    benchmarks leave behind, never for the lakehouse itself."""
+    from minio.deleteobjects import DeleteObject
+
+    if not prefix.strip("/"):
+        raise ValueError("a prefix is needed: emptying the whole bucket is never what is meant")
+    client = s3_client(settings)
+    name = bucket or settings.s3.bucket
+    names = [
+        o.object_name
+        for o in client.list_objects(name, prefix=prefix, recursive=True)
+        if o.object_name
+    ]
+    errors = list(client.remove_objects(name, (DeleteObject(n) for n in names)))
+    if errors:
+        raise StorageError(f"{len(errors)} objects under {prefix} not deleted: {errors[0]}")
+    return len(names)

@@ -97,6 +97,29 @@ def spark(minio_settings: Settings) -> Iterator[SparkSession]:
     session.stop()
 
 
+TOPIC_PREFIX = f"test-{RUN_ID}-"
+
+
+def new_topic(kind: str = "t") -> str:
+    """A topic name of this run's own, deleted when the run ends."""
+    return f"{TOPIC_PREFIX}{kind}-{uuid.uuid4().hex[:6]}"
+
+
 @pytest.fixture
 def topic_name() -> str:
-    return f"test-{RUN_ID}-{uuid.uuid4().hex[:6]}"
+    return new_topic()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_leftovers_deleted_at_end(minio_settings: Settings) -> Iterator[None]:
+    """Topics and the bucket keep what they hold forever; this run's own Kafka topics and
+    its prefix in the bucket are deleted when it ends, so repeated runs do not fill the disk."""
+    yield
+    from lakehouse.kafka_io import delete_topics
+    from lakehouse.storage import delete_prefix
+
+    host, _, port = minio_settings.kafka.bootstrap_servers.split(",")[0].rpartition(":")
+    if port_open(host, int(port)):
+        delete_topics(minio_settings, TOPIC_PREFIX)
+    if http_ok(f"{minio_settings.s3.endpoint}/minio/health/live"):
+        delete_prefix(minio_settings, f"tests/{RUN_ID}/")

@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +31,7 @@ from lakehouse.serving import serve
 from lakehouse.speed_batch import SpeedOutputs
 from lakehouse.tables import table
 from lakehouse.views import VIEWS
+from tests.conftest import new_topic
 from tests.integration import speed_checks as expect
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ class Day:
 @pytest.fixture(scope="module")
 def day(spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFactory) -> Day:
     tmp = tmp_path_factory.mktemp("batch")
-    topic = f"batch-{uuid.uuid4().hex[:8]}"
+    topic = new_topic("batch")
     this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     d = Day(tmp, topic, Interval(this_hour - 24 * HOUR, this_hour), [])
     # 25 hours of event time ending now; late events trail by 15 min .. 3 h.

@@ -43,15 +43,14 @@ def services_settings() -> Settings:
 
 @pytest.fixture(scope="module")
 def past_hours(
+    api: af.Api,
     spark: SparkSession,
     services_settings: Settings,
     kafka_up: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[datetime, pd.DataFrame]:
     """Four hours of events, long ago, in the services' bronze; (first hour, accepted events)."""
-    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    # Long ago, yet after the DAG's start_date (runs before it get no tasks).
-    first = this_hour - random.randint(100, 5_000) * HOUR
+    first = _unused_hours(api)
     ledger_path = tmp_path_factory.mktemp("batch_dag") / "ledger.jsonl"
     cfg = GeneratorConfig(
         count=240, seed=random.randint(1, 10**9), start=first, rate=240 / (4 * 3600), users=12
@@ -161,6 +160,32 @@ def test_a_reversed_interval_from_the_form_fails_with_the_reason(api: af.Api) ->
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+def _unused_hours(api: af.Api) -> datetime:
+    """The first of four hours long ago that no earlier test run used. The services keep their
+    state between runs: an hour an earlier run chose holds its events and its DAG runs (a
+    second run for the same logical date is refused), and that run's four hours of events
+    began at most four hours before a DAG run of its own."""
+    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    for _ in range(100):
+        # Long ago, yet after the DAG's start_date (runs before it get no tasks).
+        first = this_hour - random.randint(100, 5_000) * HOUR
+        taken = af.expect_json(
+            api.call(
+                "GET",
+                f"/dags/{DAG_ID}/dagRuns",
+                params={
+                    "logical_date_gte": (first - 4 * HOUR).isoformat(),
+                    "logical_date_lte": (first + 5 * HOUR).isoformat(),
+                    "limit": 1,
+                },
+            ),
+            200,
+        )["total_entries"]
+        if not taken:
+            return first
+    raise AssertionError("no four unused hours found in 5,000: the services' state is full")
 
 
 def _trigger_interval(api: af.Api, start: datetime) -> str:

@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 from lakehouse.config import Settings
 from lakehouse.generator import KINDS, read_ledger
 from lakehouse.paths import REPO_ROOT
+from tests.conftest import new_topic
 
 
 def run_generate(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -45,7 +45,7 @@ def cli_env(minio_settings: Settings, kafka_up: str, tmp_path: Path) -> dict[str
 
 @pytest.fixture
 def gen_topic() -> str:
-    return f"gen-test-{uuid.uuid4().hex[:12]}"
+    return new_topic("gen")
 
 
 def read_topic(servers: str, topic: str, expected: int, within: float = 60.0) -> list[Any]:

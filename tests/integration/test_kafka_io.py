@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pytest
+
 from lakehouse.config import Settings
 from lakehouse.generator import generate_events
-from lakehouse.kafka_io import ensure_topic, produce_json
+from lakehouse.kafka_io import delete_topics, ensure_topic, produce_json
 
 
 def test_produce_and_consume_round_trip(
@@ -56,3 +58,25 @@ def test_topic_keeps_records_forever(
     retention = described["topic"][topic_name]["retention.ms"]
     assert retention["value"] == "-1"
     assert retention["config_source"] == "DYNAMIC_TOPIC_CONFIG", "set on the topic, on purpose"
+
+
+def test_delete_topics_takes_only_the_prefixed_ones(
+    minio_settings: Settings, kafka_up: str, topic_name: str
+) -> None:
+    from kafka import KafkaAdminClient
+
+    for suffix in ("a", "b"):
+        ensure_topic(minio_settings, f"{topic_name}-gone-{suffix}")
+    ensure_topic(minio_settings, f"{topic_name}-kept")
+
+    deleted = delete_topics(minio_settings, f"{topic_name}-gone-")
+
+    assert deleted == [f"{topic_name}-gone-a", f"{topic_name}-gone-b"]
+    admin = KafkaAdminClient(bootstrap_servers=kafka_up)
+    try:
+        left = {t for t in admin.list_topics() if t.startswith(topic_name)}
+    finally:
+        admin.close()
+    assert left == {f"{topic_name}-kept"}
+    with pytest.raises(ValueError, match="prefix"):
+        delete_topics(minio_settings, "")

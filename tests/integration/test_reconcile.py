@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +39,7 @@ from lakehouse.reconcile import (
 from lakehouse.speed_batch import SpeedOutputs
 from lakehouse.tables import table
 from lakehouse.views import VIEWS
+from tests.conftest import new_topic
 from tests.integration.browser import Browser
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class Lake:
 @pytest.fixture(scope="module")
 def lake(spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFactory) -> Lake:
     tmp = tmp_path_factory.mktemp("reconcile")
-    topic = f"reconcile-{uuid.uuid4().hex[:8]}"
+    topic = new_topic("reconcile")
     this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     lk = Lake(tmp, topic, Interval(this_hour - 4 * HOUR, this_hour))
     # Event time from five hours ago until now; late events trail by 15 min .. 3 h.

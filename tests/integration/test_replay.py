@@ -34,6 +34,7 @@ from lakehouse.serving import serve
 from lakehouse.speed_batch import SpeedOutputs
 from lakehouse.versions import active_version, list_versions
 from lakehouse.views import VIEWS
+from tests.conftest import new_topic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,7 +79,7 @@ def log(spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFac
     """Three hours of events with every anomaly, streamed live in small micro-batches (so
     some are set aside as late), and the batch layer run over the closed hours."""
     tmp = tmp_path_factory.mktemp("replay")
-    settings = settings_for(tmp, f"replay-{uuid.uuid4().hex[:8]}")
+    settings = settings_for(tmp, new_topic("replay"))
     this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     start = this_hour - 3 * HOUR
     count = 1500
@@ -254,7 +255,7 @@ def test_the_retention_guard_refuses_a_deleted_start_and_force_records_the_gap(
 ) -> None:
     from kafka import KafkaAdminClient, TopicPartition
 
-    topic = f"retention-{uuid.uuid4().hex[:8]}"
+    topic = new_topic("retention")
     settings = settings_for(tmp_path, topic)
     ensure_topic(settings, partitions=1)
     now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -312,7 +313,7 @@ def test_bad_replay_parameters_are_refused_and_write_nothing(
 def test_a_replay_leaves_the_running_live_stream_untouched(
     spark: SparkSession, kafka_up: str, tmp_path: Path
 ) -> None:
-    settings = settings_for(tmp_path, f"live-{uuid.uuid4().hex[:8]}")
+    settings = settings_for(tmp_path, new_topic("live"))
     ensure_topic(settings)
     produce_json(settings, list(_events("before", 300)))
     live = subprocess.Popen(

@@ -13,6 +13,7 @@ from jobs.speed_layer import start_query
 from lakehouse.config import Settings
 from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
 from lakehouse.speed_batch import SpeedOutputs
+from tests.conftest import new_topic
 from tests.integration import speed_checks as expect
 
 if TYPE_CHECKING:
@@ -54,7 +55,6 @@ def speed_run(
 ) -> tuple[Settings, list[dict[str, Any]]]:
     """One generator run with every anomaly, streamed until caught up."""
     import os
-    import uuid
 
     from lakehouse.config import load_settings
 
@@ -65,7 +65,7 @@ def speed_run(
         "TRIBUTARY__STORAGE__CHECKPOINTS": str(tmp / "checkpoints"),
     }
     env.pop("TRIBUTARY_PROFILE", None)
-    settings = speed_settings(load_settings("local", env), f"speed-{uuid.uuid4().hex[:8]}")
+    settings = speed_settings(load_settings("local", env), new_topic("speed"))
     ledger = generate(settings, tmp, count=3000, seed=41)
     start_query(
         spark, settings, OUT, available_now=True, topic=settings.kafka.topic

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 from lakehouse.config import Settings, load_settings
 from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
 from lakehouse.speed_batch import SpeedOutputs
+from tests.conftest import new_topic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -120,7 +120,7 @@ def wait_for(
 def test_kill_minus_nine_and_restart_changes_no_result(
     spark: SparkSession, kafka_up: str, tmp_path: Path
 ) -> None:
-    topic = f"restarts-{uuid.uuid4().hex[:8]}"
+    topic = new_topic("restarts")
     calm, killed = tmp_path / "calm", tmp_path / "killed"
     calm_env, killed_env = job_env(calm, topic), job_env(killed, topic)
     cfg = GeneratorConfig(
@@ -164,7 +164,7 @@ def test_kill_minus_nine_and_restart_changes_no_result(
 def test_graceful_stop_from_outside_finishes_the_batch(
     kafka_up: str, tmp_path: Path, signal_kind: str
 ) -> None:
-    topic = f"graceful-{uuid.uuid4().hex[:8]}"
+    topic = new_topic("graceful")
     env = job_env(tmp_path, topic)
     cfg = GeneratorConfig(count=300, seed=3, start=datetime.now(UTC) - timedelta(hours=1), rate=1.0)
     produce(settings_for(env), cfg, tmp_path / "ledger.jsonl", topic=topic)
@@ -197,7 +197,7 @@ def _progress_text(env: dict[str, str]) -> str:
 def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
     from lakehouse.writer_lock import exclusive_writer
 
-    env = job_env(tmp_path, f"busy-{uuid.uuid4().hex[:8]}")
+    env = job_env(tmp_path, new_topic("busy"))
     with exclusive_writer(settings_for(env), "speed_layer"):
         result = subprocess.run(
             [sys.executable, "-m", "jobs.speed_layer", "--available-now"],
