@@ -7,6 +7,7 @@ Steps, in one process and one SparkSession so the ratio compares like with like:
    over one day of event time straight into a fresh bronze.events_raw (no Kafka: the batch
    layer only ever reads bronze);
 2. baseline: read bronze and count the records with a value (every value byte is read);
+   floor: read bronze and parse every record's JSON, nothing else (bench.floors);
 3. batch: recompute the whole day (parse, validate, dedup, the three views, replaceWhere);
 4. rerun: the same interval again (what a retry or backfill costs).
 Results are printed and written to bench/results/batch_layer-<timestamp>.json.
@@ -22,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.floors import parse_only_seconds
 from lakehouse.batch import Interval, recompute_interval
 from lakehouse.config import Settings, load_settings
 from lakehouse.spark import get_spark
@@ -127,6 +129,11 @@ def main() -> None:
     seconds, count = scan_and_count(spark, settings)
     results["scan_count_seconds"] = round(seconds, 1)
     assert count == args.events, (count, args.events)
+    print("==> floor: read and parse every record, nothing else", flush=True)
+    bronze = spark.read.format("delta").load(table("bronze.events_raw").path(settings))
+    parse_seconds = parse_only_seconds(bronze)
+    results["parse_only_seconds"] = round(parse_seconds, 1)
+    results["parse_only_ratio_to_scan"] = round(parse_seconds / seconds, 2)
     for name in ("recompute", "rerun"):
         print(f"==> batch layer: {name} {day}", flush=True)
         batch = recompute_interval(spark, settings, day, f"bench-{name}")

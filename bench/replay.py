@@ -7,6 +7,7 @@ Steps, in one process and one SparkSession so the ratios compare like with like:
 1. load: write --events JSON events (one day of event time) into a fresh topic with Spark's
    Kafka writer (bench.speed_layer.load_topic);
 2. baseline: Spark's batch Kafka source reads the whole topic and counts it;
+   floor: the same read, parsing every record's JSON and nothing else (bench.floors);
 3. replay: jobs.replay's run_replay from earliest into a fresh lakehouse (local disk);
 4. batch: the batch layer recomputes the same day from bronze (written from the topic, untimed).
 Results are printed and written to bench/results/replay-<timestamp>.json.
@@ -21,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.floors import parse_only_seconds
 from bench.speed_layer import bench_settings, load_topic
 from jobs.replay import run_replay
 from lakehouse.batch import Interval, recompute_interval
@@ -81,6 +83,12 @@ def main() -> None:
     seconds, count = raw_batch_read(spark, settings, topic)
     assert count == args.events, (count, args.events)
     results["raw_read_events_per_second"] = round(count / seconds)
+    print("==> floor: read the topic and parse every record, nothing else", flush=True)
+    parse_seconds = parse_only_seconds(
+        kafka_batch(spark, settings, topic).transform(to_raw_records)
+    )
+    results["parse_only_events_per_second"] = round(count / parse_seconds)
+    results["parse_only_ratio_to_raw_read"] = round(seconds / parse_seconds, 3)
 
     print("==> replay from earliest", flush=True)
     plan = plan_replay(settings, topic, ReplayStart("earliest"))

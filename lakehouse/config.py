@@ -76,6 +76,7 @@ class SpeedSettings(_Frozen):
     allowed_lateness_seconds: int = Field(ge=0)
     trigger_interval_seconds: int = Field(ge=0)
     max_offsets_per_trigger: int = Field(ge=1)
+    small_batch_records: int = Field(ge=0)
     stale_after_seconds: int = Field(ge=10)
     freshness_slo_seconds: int = Field(ge=1)
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lakehouse.config import Settings
+from lakehouse.spark import PROJECTIONS
 from lakehouse.tables import Table
 
 if TYPE_CHECKING:
@@ -108,6 +109,10 @@ def merge_once(
     # The transaction id of a MERGE can only be given as session settings; a session of its
     # own keeps them from leaking into writes that other threads run at the same time.
     session = source.sparkSession.newSession()
+    # A new session starts from the application's settings: carry over how to run.
+    projections = source.sparkSession.conf.get(PROJECTIONS, None)
+    if projections is not None:
+        session.conf.set(PROJECTIONS, projections)
     session.conf.set(TXN_APP_ID, app_id)
     session.conf.set(TXN_VERSION, str(version))
     target = DeltaTable.forPath(session, table.path(settings)).alias("t")

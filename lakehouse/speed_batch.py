@@ -17,7 +17,7 @@ raises: the batch fails and is retried, never half-committed and forgotten.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from lakehouse.checkpoints import checkpoint_query_id
 from lakehouse.config import Settings
 from lakehouse.delta_io import append_once, merge_once, read_table_at, table_exists, table_version
-from lakehouse.spark import release_local_checkpoint
+from lakehouse.spark import interpreted_projections, release_local_checkpoint
 from lakehouse.tables import REPLAY, SPEED, Table, table
 from lakehouse.transforms.bronze import RAW_COLUMNS, to_raw_records
 from lakehouse.transforms.dedup import drop_seen_events, first_delivery_per_event
@@ -133,6 +133,18 @@ class PinnedState:
     silver_version: int | None = None
     offsets: dict[int, int] | None = None
     newest_event_micros: int | None = None
+    waiting: int | None = None  # records left in Kafka when the previous batch ended
+
+
+def pinned_from(progress: Mapping[str, Any]) -> PinnedState:
+    """The state a batch's progress row leaves for the next batch."""
+    return PinnedState(
+        watermark_micros=progress["watermark_micros"],
+        silver_version=progress["silver_version"],
+        offsets=dict(progress["offsets"] or {}),
+        newest_event_micros=progress["newest_event_micros"],
+        waiting=progress["total_lag"],
+    )
 
 
 EndOffsets = Callable[[], dict[int, int]]
@@ -224,6 +236,9 @@ class MicroBatchProcessor:
             future_tolerance_seconds=settings.speed.future_tolerance_seconds,
         )
         self._app_id: str | None = None
+        # (app id, batch id, state): what the batch after the last one committed here pins,
+        # so the next batch need not read it back from the progress table.
+        self._committed: tuple[str, int, PinnedState] | None = None
 
     def app_id(self, spark: SparkSession) -> str:
         # The checkpoint's query id: stable across restarts, new if the checkpoint is reset,
@@ -237,6 +252,17 @@ class MicroBatchProcessor:
         spark = batch.sparkSession
         app = self.app_id(spark)
         pinned = self.pinned_state(spark, app, batch_id)
+        # How the work is run, never what it decides: the same results either way.
+        small = (
+            pinned.waiting is not None and pinned.waiting < self.settings.speed.small_batch_records
+        )
+        with interpreted_projections(spark, small):
+            self.process(batch, batch_id, app, pinned, started)
+
+    def process(
+        self, batch: DataFrame, batch_id: int, app: str, pinned: PinnedState, started: float
+    ) -> None:
+        spark = batch.sparkSession
         out, settings = self.outputs, self.settings
 
         steps = StepTimer()
@@ -315,10 +341,15 @@ class MicroBatchProcessor:
                         write()
             # Written last: its row is what the next batch (or a replay of this one) pins.
             with steps("progress"):
-                progress = self.progress_row(
-                    spark, stats, pinned, batch_id, app, started, steps.seconds
+                row = self.progress_row(spark, stats, pinned, batch_id, app, started, steps.seconds)
+                progress = spark.createDataFrame([row], PROGRESS_SCHEMA).withColumns(
+                    {
+                        "watermark": F.timestamp_micros("watermark_micros"),
+                        "newest_event_time": F.timestamp_micros("newest_event_micros"),
+                    }
                 )
                 append_once(progress, out.progress, settings, app, batch_id)
+            self._committed = (app, batch_id + 1, pinned_from(row))
         finally:
             checked.unpersist()
             if new is not None:
@@ -327,6 +358,8 @@ class MicroBatchProcessor:
     # --- decisions ---------------------------------------------------------------------
 
     def pinned_state(self, spark: SparkSession, app: str, batch_id: int) -> PinnedState:
+        if self._committed is not None and self._committed[:2] == (app, batch_id):
+            return self._committed[2]
         if not table_exists(spark, self.outputs.progress, self.settings):
             return PinnedState()
         rows = (
@@ -337,15 +370,7 @@ class MicroBatchProcessor:
             .limit(1)
             .collect()
         )
-        if not rows:
-            return PinnedState()
-        row = rows[0]
-        return PinnedState(
-            watermark_micros=row["watermark_micros"],
-            silver_version=row["silver_version"],
-            offsets=dict(row["offsets"] or {}),
-            newest_event_micros=row["newest_event_micros"],
-        )
+        return pinned_from(rows[0].asDict()) if rows else PinnedState()
 
     def new_events(
         self, spark: SparkSession, accepted: DataFrame, pinned: PinnedState
@@ -488,7 +513,7 @@ class MicroBatchProcessor:
         app: str,
         started: float,
         step_seconds: dict[str, float],
-    ) -> DataFrame:
+    ) -> dict[str, Any]:
         offsets = {**(pinned.offsets or {}), **stats.next_offsets}
         newest = max(
             (m for m in (pinned.newest_event_micros, stats.newest_on_time) if m is not None),
@@ -523,12 +548,7 @@ class MicroBatchProcessor:
             "total_lag": sum(lag.values()) if lag is not None else None,
             "step_seconds": step_seconds,
         }
-        return spark.createDataFrame([row], PROGRESS_SCHEMA).withColumns(
-            {
-                "watermark": F.timestamp_micros("watermark_micros"),
-                "newest_event_time": F.timestamp_micros("newest_event_micros"),
-            }
-        )
+        return row
 
     def kafka_lag(self, offsets: dict[int, int]) -> dict[int, int] | None:
         """Records per partition still in Kafka behind what this batch processed."""

@@ -49,3 +49,54 @@ def test_a_batch_outside_silver_s_time_range_keeps_all_its_events(spark, local_s
     processor = MicroBatchProcessor(local_settings, out, "unused")
     new = processor.new_events(spark, batch, PinnedState(silver_version=0)).collect()
     assert [r["event_id"] for r in new] == ["e2"]
+
+
+def kafka_records(spark, events: list[tuple[str, dict]], first_offset: int):
+    import json
+
+    return spark.createDataFrame(
+        [
+            (
+                key.encode(),
+                json.dumps(event).encode(),
+                "events",
+                0,
+                first_offset + i,
+                datetime.now(),
+                0,
+            )
+            for i, (key, event) in enumerate(events)
+        ],
+        "key binary, value binary, topic string, partition int, offset long, "
+        "timestamp timestamp, timestampType int",
+    )
+
+
+def test_the_state_a_batch_leaves_in_memory_is_what_the_next_batch_would_read_back(
+    spark, local_settings, tmp_path
+) -> None:
+    from datetime import UTC, timedelta
+
+    from lakehouse.generator import generate_events
+
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text('{"id":"query-1"}\n')
+    out = SpeedOutputs.live()
+    processor = MicroBatchProcessor(local_settings, out, str(checkpoint), lambda: {0: 130})
+    events = list(
+        generate_events(120, seed=5, start=datetime.now(UTC) - timedelta(minutes=30), users=4)
+    )
+    processor(kafka_records(spark, events[:60], 0), 0)
+    processor(kafka_records(spark, events[60:], 60), 1)
+
+    assert processor._committed is not None
+    app, next_batch, remembered = processor._committed
+    assert next_batch == 2
+    read_back = MicroBatchProcessor(local_settings, out, str(checkpoint)).pinned_state(
+        spark, app, next_batch
+    )
+    assert remembered == read_back
+    assert read_back.offsets == {0: 120}
+    assert read_back.waiting == 10
+    assert read_back.silver_version == table_version(spark, out.silver, local_settings)
