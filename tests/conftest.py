@@ -66,11 +66,15 @@ def require(reachable: bool, service: str, where: str) -> str:
     return where
 
 
+def kafka_reachable(settings: Settings) -> bool:
+    host, _, port = settings.kafka.bootstrap_servers.split(",")[0].rpartition(":")
+    return port_open(host, int(port))
+
+
 @pytest.fixture(scope="session")
 def kafka_up(minio_settings: Settings) -> str:
     servers = minio_settings.kafka.bootstrap_servers
-    host, _, port = servers.split(",")[0].rpartition(":")
-    return require(port_open(host, int(port)), "Kafka", servers)
+    return require(kafka_reachable(minio_settings), "Kafka", servers)
 
 
 @pytest.fixture(scope="session")
@@ -118,8 +122,7 @@ def run_leftovers_deleted_at_end(minio_settings: Settings) -> Iterator[None]:
     from lakehouse.kafka_io import delete_topics
     from lakehouse.storage import delete_prefix
 
-    host, _, port = minio_settings.kafka.bootstrap_servers.split(",")[0].rpartition(":")
-    if port_open(host, int(port)):
+    if kafka_reachable(minio_settings):
         delete_topics(minio_settings, TOPIC_PREFIX)
     if http_ok(f"{minio_settings.s3.endpoint}/minio/health/live"):
         delete_prefix(minio_settings, f"tests/{RUN_ID}/")
