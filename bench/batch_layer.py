@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.floors import parse_only_seconds
+from bench.synthetic import MICROS, event_json, event_type, page
 from lakehouse.batch import Interval, recompute_interval
 from lakehouse.config import Settings, load_settings
 from lakehouse.spark import get_spark
@@ -49,7 +50,6 @@ def load_bronze(spark: Any, settings: Settings, events: int, day: Interval) -> f
 
     step_us = int((day.end - day.start).total_seconds() * 1e6 / events)
     start_us = int(day.start.timestamp() * 1e6)
-    pages = F.array(*(F.lit(p) for p in ("/", "/search", "/product", "/cart", "/checkout")))
     # Every 100th record re-delivers the one before it (same event_id, later offset).
     event_no = F.when(F.col("id") % 100 == 99, F.col("id") - 1).otherwise(F.col("id"))
     events_df = spark.range(events, numPartitions=8).select(
@@ -61,26 +61,13 @@ def load_bronze(spark: Any, settings: Settings, events: int, day: Interval) -> f
         "id",
         F.concat(F.lit("u"), (F.col("n") * 7919 % 20000).cast("string")).alias("user_id"),
         F.concat(F.lit("e"), F.col("n").cast("string")).alias("event_id"),
-        F.when(F.col("n") % 20 == 19, "purchase")
-        .when(F.col("n") % 20 >= 17, "add_to_cart")
-        .when(F.col("n") % 2 == 0, "page_view")
-        .otherwise("click")
-        .alias("event_type"),
-        F.element_at(pages, (F.col("n") % 5 + 1).cast("int")).alias("page"),
+        event_type(F.col("n")).alias("event_type"),
+        page(F.col("n")).alias("page"),
         t.alias("t"),
     )
     bronze = fields.select(
         F.col("user_id").alias("key"),
-        F.to_json(
-            F.struct(
-                "event_id",
-                "event_type",
-                "user_id",
-                "page",
-                F.when(F.col("event_type") == "purchase", F.lit(19.99)).alias("amount"),
-                F.date_format("t", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'").alias("event_time"),
-            )
-        ).alias("value"),
+        event_json(MICROS).alias("value"),
         F.lit("events").alias("topic"),
         (F.col("id") % 3).cast("int").alias("partition"),
         (F.col("id") / 3).cast("long").alias("offset"),

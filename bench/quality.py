@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.synthetic import event_type, page, purchase_amount
 from lakehouse import events as contract
 from lakehouse.config import load_settings
 from lakehouse.quality.suites import EventTimeBounds, silver_events_suite
@@ -39,13 +40,7 @@ def synthetic_silver(spark: Any, events: int) -> Any:
 
     i = F.col("id")
     defect = F.when(i % DEFECT_EVERY == 7, (i / DEFECT_EVERY).cast("long") % 5)
-    pages = F.array(*(F.lit(p) for p in ("/", "/search", "/product", "/cart", "/checkout")))
-    event_type = (
-        F.when(i % 20 == 19, "purchase")
-        .when(i % 20 >= 17, "add_to_cart")
-        .when(i % 2 == 0, "page_view")
-        .otherwise("click")
-    )
+    kind = event_type(i)
     t = F.timestamp_micros(
         F.lit(int(START.timestamp() * 1e6)) + (i * (86_400_000_000 // max(events, 1)))
     )
@@ -56,17 +51,17 @@ def synthetic_silver(spark: Any, events: int) -> Any:
             F.concat(F.lit("e"), F.when(defect == 0, i - 1).otherwise(i).cast("string")).alias(
                 "event_id"
             ),
-            event_type.alias("event_type"),
+            kind.alias("event_type"),
             # defect 1: a null key
             F.when(defect == 1, F.lit(None))
             .otherwise(F.concat(F.lit("u"), (i * 7919 % 50_000).cast("string")))
             .alias("user_id"),
             F.concat(F.lit("s"), (i % 100_000).cast("string")).alias("session_id"),
-            F.element_at(pages, (i % 5 + 1).cast("int")).alias("page"),
+            page(i).alias("page"),
             F.concat(F.lit("p"), (i % 1000).cast("string")).alias("product_id"),
             # defect 2: a negative amount (on a purchase or not: amount is what is checked)
             F.when(defect == 2, F.lit(-1.0))
-            .when(event_type == "purchase", F.lit(19.99))
+            .otherwise(purchase_amount(kind))
             .cast("decimal(18,2)")
             .alias("amount"),
             # defect 3: an event_time out of bounds

@@ -28,6 +28,7 @@ from functools import reduce
 from pathlib import Path
 from typing import Any
 
+from bench.synthetic import event_type, page, purchase_amount
 from lakehouse.config import Settings, load_settings
 from lakehouse.spark import get_spark
 from lakehouse.tables import table
@@ -58,19 +59,13 @@ def synthetic_events(spark: Any, events: int, days: int, users: int, end: dateti
 
     start_micros = int((end - timedelta(days=days)).timestamp() * 1e6)
     step_micros = days * 86_400_000_000 // events
-    pages = F.array(*(F.lit(p) for p in ("/", "/search", "/product", "/cart", "/checkout")))
-    kind = (
-        F.when(F.col("id") % 20 == 19, "purchase")
-        .when(F.col("id") % 20 >= 17, "add_to_cart")
-        .when(F.col("id") % 2 == 0, "page_view")
-        .otherwise("click")
-    )
+    kind = event_type(F.col("id"))
     return spark.range(events, numPartitions=8).select(
         F.concat(F.lit("e"), F.col("id").cast("string")).alias("event_id"),
         kind.alias("event_type"),
         F.concat(F.lit("u"), (F.col("id") * 7919 % users).cast("string")).alias("user_id"),
-        F.element_at(pages, (F.col("id") % 5 + 1).cast("int")).alias("page"),
-        F.when(kind == "purchase", F.lit(19.99)).cast("decimal(18,2)").alias("amount"),
+        page(F.col("id")).alias("page"),
+        purchase_amount(kind).cast("decimal(18,2)").alias("amount"),
         # Up to 30 min of jitter: a user's events are ~29 min apart on average (20k users,
         # 2M events, 2 days), so about half the gaps close a session.
         F.timestamp_micros(

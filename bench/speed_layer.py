@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.synthetic import event_json, event_type, page
 from lakehouse.config import Settings, load_settings
 from lakehouse.kafka_io import ensure_topic
 from lakehouse.spark import get_spark
@@ -60,36 +61,19 @@ def load_topic(spark: Any, settings: Settings, events: int) -> float:
     ensure_topic(settings)
     start = datetime.now(UTC) - timedelta(hours=1)
     step_ms = 3_600_000 / events
-    pages = F.array(*(F.lit(p) for p in ("/", "/search", "/product", "/cart", "/checkout")))
+    n = F.col("id")
     df = (
         spark.range(events, numPartitions=4)
         .select(
-            F.concat(F.lit("u"), (F.col("id") * 7919 % 5000).cast("string")).alias("user_id"),
+            F.concat(F.lit("u"), (n * 7919 % 5000).cast("string")).alias("user_id"),
             F.expr("uuid()").alias("event_id"),
-            # 5% purchases, 10% add_to_cart, the rest split between page views and clicks.
-            F.when(F.col("id") % 20 == 19, "purchase")
-            .when(F.col("id") % 20 >= 17, "add_to_cart")
-            .when(F.col("id") % 2 == 0, "page_view")
-            .otherwise("click")
-            .alias("event_type"),
-            F.element_at(pages, (F.col("id") % 5 + 1).cast("int")).alias("page"),
+            event_type(n).alias("event_type"),
+            page(n).alias("page"),
             F.timestamp_micros(
-                F.lit(int(start.timestamp() * 1e6)) + (F.col("id") * step_ms * 1000).cast("long")
+                F.lit(int(start.timestamp() * 1e6)) + (n * step_ms * 1000).cast("long")
             ).alias("t"),
         )
-        .select(
-            F.col("user_id").alias("key"),
-            F.to_json(
-                F.struct(
-                    "event_id",
-                    "event_type",
-                    "user_id",
-                    "page",
-                    F.when(F.col("event_type") == "purchase", F.lit(19.99)).alias("amount"),
-                    F.date_format("t", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("event_time"),
-                )
-            ).alias("value"),
-        )
+        .select(F.col("user_id").alias("key"), event_json().alias("value"))
     )
     began = time.monotonic()
     (

@@ -77,6 +77,8 @@ class SpeedSettings(_Frozen):
     trigger_interval_seconds: int = Field(ge=0)
     max_offsets_per_trigger: int = Field(ge=1)
     small_batch_records: int = Field(ge=0)
+    compact_every_batches: int = Field(ge=1)
+    compact_files_below_mb: int = Field(ge=1)
     stale_after_seconds: int = Field(ge=10)
     freshness_slo_seconds: int = Field(ge=1)
 

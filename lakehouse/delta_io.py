@@ -119,6 +119,28 @@ def merge_once(
     build_merge(target.merge(source.alias("s"), on)).execute()
 
 
+# OPTIMIZE leaves files of at least this size alone (Delta's setting; its default is 1 GB).
+OPTIMIZE_MIN_FILE_SIZE = "spark.databricks.delta.optimize.minFileSize"
+
+
+def compact_small_files(
+    spark: SparkSession, table: Table, settings: Settings, small_file_bytes: int
+) -> None:
+    """Rewrite the table's files smaller than `small_file_bytes` into larger ones (OPTIMIZE).
+
+    Files at or above the bound are never read again, so one compaction rewrites at most about
+    that much plus what was added since the last one, however old the table is. Readers are
+    not disturbed (a new version with the same rows); only the table's writer may call this.
+    """
+    from delta.tables import DeltaTable
+
+    # A session of its own: the setting must not reach other writes, and neither may a MERGE's
+    # transaction id reach this commit.
+    session = spark.newSession()
+    session.conf.set(OPTIMIZE_MIN_FILE_SIZE, str(small_file_bytes))
+    DeltaTable.forPath(session, table.path(settings)).optimize().executeCompaction()
+
+
 def table_version(spark: SparkSession, table: Table, settings: Settings) -> int | None:
     """The table's latest version, or None if it does not exist yet."""
     from delta.tables import DeltaTable

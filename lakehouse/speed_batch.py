@@ -27,7 +27,14 @@ from pyspark.sql import functions as F
 
 from lakehouse.checkpoints import checkpoint_query_id
 from lakehouse.config import Settings
-from lakehouse.delta_io import append_once, merge_once, read_table_at, table_exists, table_version
+from lakehouse.delta_io import (
+    append_once,
+    compact_small_files,
+    merge_once,
+    read_table_at,
+    table_exists,
+    table_version,
+)
 from lakehouse.spark import interpreted_projections, release_local_checkpoint
 from lakehouse.tables import REPLAY, SPEED, Table, table
 from lakehouse.transforms.bronze import RAW_COLUMNS, to_raw_records
@@ -49,6 +56,7 @@ from lakehouse.transforms.validate import (
 )
 from lakehouse.transforms.windows import (
     SESSION_GAP_SECONDS,
+    SLIDING_MINUTES,
     active_users_per_page,
     count_events_per_minute,
 )
@@ -147,6 +155,20 @@ def pinned_from(progress: Mapping[str, Any]) -> PinnedState:
     )
 
 
+def target_reachable(column: str, wm: int | None, reach_seconds: int) -> str:
+    """A MERGE condition on the target alone: the rows a batch's on-time events (event_time
+    at or after the watermark `wm`) can still match have `column` at most `reach_seconds`
+    before it. Delta skips every file whose statistics rule that out. A view gains a file
+    with every MERGE that only inserts (no window or session of the batch was there yet), so
+    without the bound a MERGE reads more files the longer the stream runs (a view of 2,000
+    such files: 1.9 s per MERGE without it, 0.8 s with it, measured). The bound must never
+    exclude a row that matches: that row's key would be inserted a second time.
+    """
+    if wm is None:
+        return ""
+    return f" AND t.{column} >= timestamp_micros({wm - reach_seconds * 1_000_000})"
+
+
 EndOffsets = Callable[[], dict[int, int]]
 
 
@@ -217,6 +239,19 @@ TABLE_OF_STEP = {
     "active_users": "active_users",
     "sessions": "sessions",
 }
+
+
+# The tables the stream compacts, in turn (lakehouse.delta_io.compact_small_files).
+COMPACTED = (
+    "counts",
+    "active_users",
+    "sessions",
+    "silver",
+    "late",
+    "quarantine",
+    "raw",
+    "progress",
+)
 
 
 class MicroBatchProcessor:
@@ -320,10 +355,10 @@ class MicroBatchProcessor:
                     stats.late_events,
                     lambda: append_once(late, out.late, settings, app, batch_id),
                 ),
-                "counts": (stats.on_time, lambda: self.merge_counts(on_time, app, batch_id)),
+                "counts": (stats.on_time, lambda: self.merge_counts(on_time, wm, app, batch_id)),
                 "active_users": (
                     stats.on_time,
-                    lambda: self.merge_active_users(on_time, app, batch_id),
+                    lambda: self.merge_active_users(on_time, wm, app, batch_id),
                 ),
                 "sessions": (
                     stats.on_time,
@@ -339,6 +374,13 @@ class MicroBatchProcessor:
                 if rows or not table_exists(spark, target, settings):
                     with steps(name):
                         write()
+            for name in self.tables_to_compact(batch_id):
+                target = getattr(out, name)
+                if table_exists(spark, target, settings):
+                    with steps(f"compact_{name}"):
+                        compact_small_files(
+                            spark, target, settings, settings.speed.compact_files_below_mb << 20
+                        )
             # Written last: its row is what the next batch (or a replay of this one) pins.
             with steps("progress"):
                 row = self.progress_row(spark, stats, pinned, batch_id, app, started, steps.seconds)
@@ -354,6 +396,17 @@ class MicroBatchProcessor:
             checked.unpersist()
             if new is not None:
                 release_local_checkpoint(new)
+
+    def tables_to_compact(self, batch_id: int) -> list[str]:
+        """The output tables (SpeedOutputs fields) whose turn for compaction is this batch:
+        each once every `compact_every_batches`, their turns spread over that many batches so
+        that no batch compacts them all. Compaction changes files, never rows, so a replayed
+        batch may compact again without harm."""
+        every = self.settings.speed.compact_every_batches
+        names = [n for n in COMPACTED if getattr(self.outputs, n) is not None]
+        return [
+            n for i, n in enumerate(names) if (batch_id + 1 + i * every // len(names)) % every == 0
+        ]
 
     # --- decisions ---------------------------------------------------------------------
 
@@ -402,7 +455,7 @@ class MicroBatchProcessor:
 
     # --- views ---------------------------------------------------------------------------
 
-    def merge_counts(self, on_time: DataFrame, app: str, batch_id: int) -> None:
+    def merge_counts(self, on_time: DataFrame, wm: int | None, app: str, batch_id: int) -> None:
         def add(m: DeltaMergeBuilder) -> DeltaMergeBuilder:
             return m.whenMatchedUpdate(
                 set={
@@ -418,10 +471,14 @@ class MicroBatchProcessor:
             app,
             batch_id,
             add,
-            on="t.window_start = s.window_start AND t.event_type = s.event_type",
+            on="t.window_start = s.window_start AND t.event_type = s.event_type"
+            # A window holds its events' minute: at most a minute before the watermark.
+            + target_reachable("window_start", wm, 60),
         )
 
-    def merge_active_users(self, on_time: DataFrame, app: str, batch_id: int) -> None:
+    def merge_active_users(
+        self, on_time: DataFrame, wm: int | None, app: str, batch_id: int
+    ) -> None:
         def union(m: DeltaMergeBuilder) -> DeltaMergeBuilder:
             users = "array_sort(array_union(t.users, s.users))"
             return m.whenMatchedUpdate(
@@ -439,7 +496,9 @@ class MicroBatchProcessor:
             app,
             batch_id,
             union,
-            on="t.window_start = s.window_start AND t.page = s.page",
+            on="t.window_start = s.window_start AND t.page = s.page"
+            # An event's windows start up to ten minutes before it.
+            + target_reachable("window_start", wm, SLIDING_MINUTES * 60),
         )
 
     def merge_sessions(
@@ -461,8 +520,11 @@ class MicroBatchProcessor:
                 .join(users, "user_id")
             )
             if wm is not None:
-                reach = F.col("session_end") + F.make_interval(secs=F.lit(SESSION_GAP_SECONDS))
-                open_ = open_.where(reach > watermark_column(wm))
+                # A session can still take an event at or after the watermark if it ended less
+                # than a gap before it. A bare column-to-literal comparison, so that Delta can
+                # skip files by their statistics.
+                gap_before_wm = wm - SESSION_GAP_SECONDS * 1_000_000
+                open_ = open_.where(F.col("session_end") > F.timestamp_micros(F.lit(gap_before_wm)))
             open_ = open_.select("user_id", "session_start", "session_end", "events", "revenue")
             merged = merge_sessions(points.unionByName(open_))
             gone = open_.select("user_id", "session_start").join(
@@ -497,7 +559,9 @@ class MicroBatchProcessor:
                 app,
                 batch_id,
                 replace,
-                on="t.user_id = s.user_id AND t.session_start = s.session_start",
+                on="t.user_id = s.user_id AND t.session_start = s.session_start"
+                # The sessions read as open above: only they can match.
+                + target_reachable("session_end", wm, SESSION_GAP_SECONDS),
             )
         finally:
             release_local_checkpoint(source)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 from datetime import datetime
+from pathlib import Path
 
 from lakehouse.delta_io import append_once, table_version
 from lakehouse.speed_batch import MicroBatchProcessor, PinnedState, SpeedOutputs
@@ -100,3 +103,184 @@ def test_the_state_a_batch_leaves_in_memory_is_what_the_next_batch_would_read_ba
     assert read_back.offsets == {0: 120}
     assert read_back.waiting == 10
     assert read_back.silver_version == table_version(spark, out.silver, local_settings)
+
+
+def events_at(
+    start: datetime, count: int, seconds_apart: int, users: int = 3, user: str | None = None
+) -> list:
+    """Clean events `seconds_apart` apart from `start`, as (key, event) pairs, from users
+    u0..u<users-1> in turn (or all from `user`)."""
+    from datetime import timedelta
+
+    events = []
+    for i in range(count):
+        at = start + timedelta(seconds=i * seconds_apart)
+        who = user or f"u{i % users}"
+        iso = at.isoformat().replace("+00:00", "Z")
+        events.append(
+            (
+                who,
+                {
+                    "event_id": f"{who}-{at:%H%M%S}-{i}",
+                    "event_type": "purchase" if i % 4 == 3 else "page_view",
+                    "user_id": who,
+                    "session_id": f"{who}-s",
+                    "page": f"/p{i % 2}",
+                    "product_id": "p001" if i % 4 == 3 else None,
+                    "amount": 10.0 if i % 4 == 3 else None,
+                    "event_time": iso,
+                    "sent_at": iso,
+                },
+            )
+        )
+    return events
+
+
+def first_commit_files(table_path: str) -> list[Path]:
+    log = Path(table_path, "_delta_log", f"{0:020d}.json")
+    actions = [json.loads(line) for line in log.read_text().splitlines()]
+    return [Path(table_path, a["add"]["path"]) for a in actions if "add" in a]
+
+
+def test_view_merges_never_read_files_the_watermark_has_left_behind(
+    spark, local_settings, tmp_path
+) -> None:
+    """The views' MERGEs only read files that can hold a key the batch touches: the first
+    batch's files (windows and sessions hours behind the watermark) are moved away during the
+    third batch, which must not notice. Back in place, the views hold every window once."""
+    from datetime import UTC, timedelta
+
+    from pyspark.sql import functions as F
+
+    from lakehouse.transforms.sessions import sessionize
+    from lakehouse.transforms.validate import AMOUNT_TYPE
+    from lakehouse.transforms.windows import active_users_per_page, count_events_per_minute
+
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text('{"id":"query-2"}\n')
+    out = SpeedOutputs.live()
+    processor = MicroBatchProcessor(local_settings, out, str(checkpoint), lambda: {})
+    hours_ago = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=3)
+    later = hours_ago + timedelta(hours=2)
+
+    def at(seconds: int) -> datetime:
+        return later + timedelta(seconds=seconds)
+
+    batches = [
+        events_at(hours_ago, 12, 20),
+        # Up to 13:20 after `later`, so the watermark ends at 3:20; and one lone visit.
+        events_at(at(0), 41, 20) + events_at(at(-60), 1, 20, user="lone"),
+        # On time, but in windows and sessions that began before the watermark: those rows
+        # must be found and updated in place (a bound too tight would insert them again).
+        events_at(at(210), 12, 20) + events_at(at(220), 1, 20, user="lone"),
+    ]
+    offset = 0
+    for batch_id, events in enumerate(batches[:2]):
+        processor(kafka_records(spark, events, offset), batch_id)
+        offset += len(events)
+
+    views = [out.counts, out.active_users, out.sessions]
+    aside = tmp_path / "aside"
+    moved = []
+    for view in views:
+        for path in first_commit_files(view.path(local_settings)):
+            target = aside / view.name / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+            moved.append((target, path))
+    assert len(moved) >= len(views)
+    processor(kafka_records(spark, batches[2], offset), 2)
+    for target, path in moved:
+        target.rename(path)
+
+    accepted = (
+        spark.createDataFrame(
+            [json.dumps(event) for batch in batches for _, event in batch], "string"
+        )
+        .select(
+            F.from_json(
+                "value",
+                "event_type string, user_id string, page string, "
+                f"amount {AMOUNT_TYPE.simpleString()}, event_time timestamp",
+            ).alias("e")
+        )
+        .select("e.*")
+    )
+
+    def same(view_rows, expected, key: list[str]) -> None:
+        got = view_rows.orderBy(*key).collect()
+        want = expected.select(*view_rows.columns).orderBy(*key).collect()
+        assert got == want
+
+    read = lambda t: spark.read.format("delta").load(t.path(local_settings))  # noqa: E731
+    same(read(out.counts), count_events_per_minute(accepted), ["window_start", "event_type"])
+    same(
+        read(out.active_users).drop("users"),
+        active_users_per_page(accepted).drop("users"),
+        ["window_start", "page"],
+    )
+    same(read(out.sessions), sessionize(accepted), ["user_id", "session_start"])
+
+
+def with_compaction_every(settings, batches: int):
+    return settings.model_copy(
+        update={"speed": settings.speed.model_copy(update={"compact_every_batches": batches})}
+    )
+
+
+def test_each_table_takes_its_compaction_turn_once_every_n_batches_never_all_at_once(
+    local_settings,
+) -> None:
+    from lakehouse.speed_batch import COMPACTED
+
+    settings = with_compaction_every(local_settings, 4)
+    live = MicroBatchProcessor(settings, SpeedOutputs.live(), "unused")
+    turns = {batch_id: live.tables_to_compact(batch_id) for batch_id in range(12)}
+    for name in COMPACTED:
+        batch_ids = [b for b, names in turns.items() if name in names]
+        assert len(batch_ids) == 3
+        assert {later - earlier for earlier, later in itertools.pairwise(batch_ids)} == {4}
+    assert max(len(names) for names in turns.values()) < len(COMPACTED)
+    # A replay keeps no copy of the records: there is no raw table to compact.
+    replay = MicroBatchProcessor(settings, SpeedOutputs.replay("v1"), "unused")
+    assert all("raw" not in replay.tables_to_compact(b) for b in range(12))
+
+
+def contents(spark, table, settings) -> list[str]:
+    """A table's rows, in a stable order, without ingest times (they differ between runs)."""
+    rows = spark.read.format("delta").load(table.path(settings)).drop("ingested_at").collect()
+    return sorted(repr(r) for r in rows)
+
+
+def test_compacting_while_streaming_changes_files_never_rows(spark, local_settings, tmp_path):
+    from datetime import UTC, timedelta
+
+    from lakehouse.generator import generate_events
+
+    events = list(
+        generate_events(90, seed=8, start=datetime.now(UTC) - timedelta(minutes=30), users=4)
+    )
+    # Built once: both runs get the same records, Kafka timestamps included.
+    batches = [kafka_records(spark, events[i : i + 30], i) for i in range(0, 90, 30)]
+    out = SpeedOutputs.live()
+    compared = ("raw", "silver", "counts", "active_users", "sessions")
+    tables = {}
+    for every in (1, 1_000):
+        root = local_settings.storage.model_copy(update={"root": str(tmp_path / f"every-{every}")})
+        settings = with_compaction_every(local_settings, every).model_copy(update={"storage": root})
+        checkpoint = tmp_path / f"checkpoint-{every}"
+        checkpoint.mkdir()
+        (checkpoint / "metadata").write_text('{"id":"query-3"}\n')
+        processor = MicroBatchProcessor(settings, out, str(checkpoint), lambda: {})
+        for batch_id, batch in enumerate(batches):
+            processor(batch, batch_id)
+        tables[every] = {name: contents(spark, getattr(out, name), settings) for name in compared}
+        if every == 1:
+            # Compacted in the last batch, after its append: one file.
+            raw = spark.read.format("delta").load(out.raw.path(settings))
+            assert len(raw.inputFiles()) == 1
+            progress = spark.read.format("delta").load(out.progress.path(settings))
+            steps = progress.where("batch_id = 2").first()["step_seconds"]
+            assert {"compact_raw", "compact_silver", "compact_progress"} <= set(steps)
+    assert tables[1] == tables[1_000]

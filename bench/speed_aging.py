@@ -1,0 +1,151 @@
+"""Does a speed-layer micro-batch get slower as the stream's tables age?
+
+    .venv/bin/python -m bench.speed_aging [--batches 300] [--events-per-batch 2000]
+                                          [--minutes-per-batch 1] [--storage local]
+
+A stream that runs for days commits every few seconds: each commit adds files to its tables,
+and the views' MERGEs read those tables. A 5-minute benchmark cannot see what that does after
+a day, so this one compresses event time: every micro-batch carries --minutes-per-batch
+minutes of events (users come and go, so sessions close and windows pile up) and is handed to
+the speed layer's own foreachBatch code (lakehouse.speed_batch.MicroBatchProcessor) straight
+after the previous one, with no Kafka in between: only the tables' growth differs from batch
+to batch. 300 batches of 1 minute leave tables with 300 commits and 5 hours of windows.
+
+The figure is a ratio within the run: median batch time over the last 30 batches against the
+first 30 after a warm-up (1.0 = no slower as the tables grow), with the per-step medians.
+Results go to bench/results/speed_aging-<timestamp>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.speed_layer import RESULTS, bench_settings
+from bench.synthetic import event_json, event_type, page
+from lakehouse.speed_batch import MicroBatchProcessor, SpeedOutputs
+from lakehouse.views import VIEWS
+
+OUT = SpeedOutputs.live()
+WARM_UP_BATCHES = 10
+WINDOW = 30  # batches compared at each end
+# Users active at once; the population drifts so that users leave and their sessions close.
+ACTIVE_USERS = 3000
+USERS_JOINING_PER_MINUTE = 50
+
+
+def kafka_batch(spark: Any, index: int, events: int, start: datetime, minutes: float) -> Any:
+    """`events` Kafka-shaped records whose event times fill minute `index` of the run."""
+    from pyspark.sql import functions as F
+
+    first_micros = int((start + timedelta(minutes=index * minutes)).timestamp() * 1e6)
+    step_micros = int(minutes * 60e6 / events)
+    first_user = int(index * minutes * USERS_JOINING_PER_MINUTE)
+    return (
+        spark.range(events, numPartitions=2)
+        .select(
+            "id",
+            F.concat(
+                F.lit("u"), (F.lit(first_user) + F.col("id") * 7919 % ACTIVE_USERS).cast("string")
+            ).alias("user_id"),
+            F.expr("uuid()").alias("event_id"),
+            event_type(F.col("id")).alias("event_type"),
+            page(F.col("id")).alias("page"),
+            F.timestamp_micros(F.lit(first_micros) + F.col("id") * step_micros).alias("t"),
+        )
+        .select(
+            F.col("user_id").cast("binary").alias("key"),
+            event_json().cast("binary").alias("value"),
+            F.lit("events").alias("topic"),
+            (F.col("id") % 3).cast("int").alias("partition"),
+            (F.lit(index * events) + F.col("id")).alias("offset"),
+            F.col("t").alias("timestamp"),
+            F.lit(0).alias("timestampType"),
+        )
+    )
+
+
+def run(batches: int, events: int, minutes: float, storage: str) -> dict[str, Any]:
+    from lakehouse.spark import get_spark
+
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    settings = bench_settings(storage, "bench-aging", f"aging-{stamp}")
+    spark = get_spark("bench-speed-aging", settings)
+    checkpoint = Path(f"/tmp/tributary-bench/aging-{stamp}/checkpoint")
+    checkpoint.mkdir(parents=True)
+    # The processor takes its writer id from the streaming checkpoint's query id.
+    (checkpoint / "metadata").write_text('{"id":"aging"}\n')
+    # Nothing waits in Kafka after a batch: every batch runs as the live stream's small ones do.
+    processor = MicroBatchProcessor(settings, OUT, str(checkpoint), lambda: {})
+    start = datetime.now(UTC) - timedelta(minutes=batches * minutes + 5)
+    seconds: list[float] = []
+    for index in range(batches):
+        batch = kafka_batch(spark, index, events, start, minutes).localCheckpoint()
+        began = time.monotonic()
+        processor(batch, index)
+        seconds.append(time.monotonic() - began)
+        if index % 25 == 0 or index == batches - 1:
+            print(f"batch {index + 1}/{batches}: {seconds[-1]:.2f} s", flush=True)
+    progress: Any = spark.read.format("delta").load(OUT.progress.path(settings)).toPandas()
+    steps = progress.sort_values("batch_id")["step_seconds"].tolist()
+    early = slice(WARM_UP_BATCHES, WARM_UP_BATCHES + WINDOW)
+    late = slice(batches - WINDOW, batches)
+
+    def step_medians(part: slice) -> dict[str, float]:
+        names = sorted({name for s in steps[part] for name in s})
+        return {n: round(statistics.median(s.get(n, 0.0) for s in steps[part]), 3) for n in names}
+
+    first, last = statistics.median(seconds[early]), statistics.median(seconds[late])
+    # Files a reader of each table goes through at the end (appends add some every batch).
+    files = {
+        name: len(spark.read.format("delta").load(t.path(settings)).inputFiles())
+        for name, t in (
+            ("bronze", OUT.raw),
+            ("silver", OUT.silver),
+            ("progress", OUT.progress),
+            *((view, OUT.view_table(view)) for view in VIEWS),
+        )
+        if t is not None
+    }
+    return {
+        "run": stamp,
+        "storage": storage,
+        "batches": batches,
+        "events_per_batch": events,
+        "minutes_per_batch": minutes,
+        "first_median_batch_seconds": round(first, 3),
+        "last_median_batch_seconds": round(last, 3),
+        "last_over_first": round(last / first, 2),
+        "max_batch_seconds": round(max(seconds[WARM_UP_BATCHES:]), 2),
+        "first_step_medians": step_medians(early),
+        "last_step_medians": step_medians(late),
+        "files_at_end": files,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.speed_aging",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--batches", type=int, default=300)
+    parser.add_argument("--events-per-batch", type=int, default=2000)
+    parser.add_argument("--minutes-per-batch", type=float, default=1.0)
+    parser.add_argument("--storage", default="local", choices=["local", "minio"])
+    args = parser.parse_args()
+    if args.batches < WARM_UP_BATCHES + 2 * WINDOW:
+        parser.error(f"--batches must be at least {WARM_UP_BATCHES + 2 * WINDOW}")
+    result = run(args.batches, args.events_per_batch, args.minutes_per_batch, args.storage)
+    print(json.dumps(result, indent=2))
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"speed_aging-{result['run']}.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
