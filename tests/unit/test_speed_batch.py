@@ -54,6 +54,13 @@ def test_a_batch_outside_silver_s_time_range_keeps_all_its_events(spark, local_s
     assert [r["event_id"] for r in new] == ["e2"]
 
 
+def query_checkpoint(folder: Path, query_id: str) -> Path:
+    """A streaming checkpoint folder holding only its query id: all the processor reads."""
+    folder.mkdir()
+    (folder / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
+    return folder
+
+
 def kafka_records(spark, events: list[tuple[str, dict]], first_offset: int):
     import json
 
@@ -82,9 +89,7 @@ def test_the_state_a_batch_leaves_in_memory_is_what_the_next_batch_would_read_ba
 
     from lakehouse.generator import generate_events
 
-    checkpoint = tmp_path / "checkpoint"
-    checkpoint.mkdir()
-    (checkpoint / "metadata").write_text('{"id":"query-1"}\n')
+    checkpoint = query_checkpoint(tmp_path / "checkpoint", "query-1")
     out = SpeedOutputs.live()
     processor = MicroBatchProcessor(local_settings, out, str(checkpoint), lambda: {0: 130})
     events = list(
@@ -156,9 +161,7 @@ def test_view_merges_never_read_files_the_watermark_has_left_behind(
     from lakehouse.transforms.validate import AMOUNT_TYPE
     from lakehouse.transforms.windows import active_users_per_page, count_events_per_minute
 
-    checkpoint = tmp_path / "checkpoint"
-    checkpoint.mkdir()
-    (checkpoint / "metadata").write_text('{"id":"query-2"}\n')
+    checkpoint = query_checkpoint(tmp_path / "checkpoint", "query-2")
     out = SpeedOutputs.live()
     processor = MicroBatchProcessor(local_settings, out, str(checkpoint), lambda: {})
     hours_ago = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=3)
@@ -269,9 +272,7 @@ def test_compacting_while_streaming_changes_files_never_rows(spark, local_settin
     for every in (1, 1_000):
         root = local_settings.storage.model_copy(update={"root": str(tmp_path / f"every-{every}")})
         settings = with_compaction_every(local_settings, every).model_copy(update={"storage": root})
-        checkpoint = tmp_path / f"checkpoint-{every}"
-        checkpoint.mkdir()
-        (checkpoint / "metadata").write_text('{"id":"query-3"}\n')
+        checkpoint = query_checkpoint(tmp_path / f"checkpoint-{every}", "query-3")
         processor = MicroBatchProcessor(settings, out, str(checkpoint), lambda: {})
         for batch_id, batch in enumerate(batches):
             processor(batch, batch_id)
