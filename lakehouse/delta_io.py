@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from lakehouse.config import Settings
@@ -51,7 +51,21 @@ def append_stream_available_now(
 
 
 def read_table(spark: SparkSession, table: Table, settings: Settings) -> DataFrame:
-    return spark.read.format("delta").load(table.path(settings))
+    return spark.read.format("delta").load(table.path(settings)).drop(*table.layout_names)
+
+
+def with_layout(df: DataFrame, table: Table, only: Collection[str] | None = None) -> DataFrame:
+    """`df` with the table's layout columns added (Table.layout_columns); `only`: those of
+    them a table created before they existed does not have are left out."""
+    from pyspark.sql import functions as F
+
+    return df.withColumns(
+        {
+            name: F.expr(expression)
+            for name, expression in table.layout_columns
+            if only is None or name in only
+        }
+    )
 
 
 def table_exists(spark: SparkSession, table: Table, settings: Settings) -> bool:
@@ -72,7 +86,8 @@ TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 def append_once(df: DataFrame, table: Table, settings: Settings, app_id: str, version: int) -> None:
     writer = (
-        df.write.format("delta")
+        with_layout(df, table)
+        .write.format("delta")
         .mode("append")
         .option("txnAppId", app_id)
         .option("txnVersion", version)
@@ -115,8 +130,9 @@ def merge_once(
         session.conf.set(PROJECTIONS, projections)
     session.conf.set(TXN_APP_ID, app_id)
     session.conf.set(TXN_VERSION, str(version))
-    target = DeltaTable.forPath(session, table.path(settings)).alias("t")
-    build_merge(target.merge(source.alias("s"), on)).execute()
+    target = DeltaTable.forPath(session, table.path(settings))
+    source = with_layout(source, table, only=target.toDF().columns)
+    build_merge(target.alias("t").merge(source.alias("s"), on)).execute()
 
 
 # OPTIMIZE leaves files of at least this size alone (Delta's setting; its default is 1 GB).
@@ -157,7 +173,12 @@ def read_table_at(
     """The table as it was at `version` (None: the table did not exist then)."""
     if version is None:
         return None
-    return spark.read.format("delta").option("versionAsOf", version).load(table.path(settings))
+    return (
+        spark.read.format("delta")
+        .option("versionAsOf", version)
+        .load(table.path(settings))
+        .drop(*table.layout_names)
+    )
 
 
 def delta_rs_location(settings: Settings, path: str) -> tuple[str, dict[str, str] | None]:
@@ -189,7 +210,12 @@ def overwrite_where(
     a job can never spill into a neighbour's rows."""
     if table.writer != writer:
         raise WrongWriterError(f"{writer} may not write {table.name}: its writer is {table.writer}")
-    writer_ = df.write.format("delta").mode("overwrite").option("replaceWhere", condition)
+    writer_ = (
+        with_layout(df, table)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", condition)
+    )
     if table.partition_by:
         writer_ = writer_.partitionBy(*table.partition_by)
     writer_.save(table.path(settings))

@@ -63,7 +63,7 @@ from lakehouse.transforms.windows import (
 
 if TYPE_CHECKING:
     from delta.tables import DeltaMergeBuilder
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 LIVE = SPEED
@@ -534,11 +534,11 @@ class MicroBatchProcessor:
             )
 
         def replace(m: DeltaMergeBuilder) -> DeltaMergeBuilder:
-            columns: dict[str, str | Column] = {c: f"s.{c}" for c in merged.columns}
+            # "All": the target's columns by name, its layout column too; `_op` is not one.
             return (
                 m.whenMatchedDelete(condition="s._op = 'delete'")
-                .whenMatchedUpdate(condition="s._op = 'upsert'", set=columns)
-                .whenNotMatchedInsert(condition="s._op = 'upsert'", values=columns)
+                .whenMatchedUpdateAll(condition="s._op = 'upsert'")
+                .whenNotMatchedInsertAll(condition="s._op = 'upsert'")
             )
 
         if not table_exists(spark, sessions_table, self.settings):

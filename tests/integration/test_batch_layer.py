@@ -26,6 +26,7 @@ import pytest
 from jobs.speed_layer import start_query
 from lakehouse.batch import Interval, NoDataError, recompute_interval
 from lakehouse.config import Settings, load_settings
+from lakehouse.delta_io import read_table
 from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
 from lakehouse.serving import serve
 from lakehouse.speed_batch import SpeedOutputs
@@ -102,7 +103,7 @@ def daily(spark: SparkSession, day: Day) -> Settings:
 
 
 def rows(spark: SparkSession, settings: Settings, name: str, interval: Interval) -> set[tuple]:
-    df = spark.read.format("delta").load(table(name).path(settings))
+    df = read_table(spark, table(name), settings)
     time_column = VIEWS[name.split(".", 1)[1]].time_column
     return {
         tuple(tuple(c) if isinstance(c, list) else c for c in r)
@@ -120,12 +121,12 @@ def all_views(spark: SparkSession, settings: Settings, interval: Interval) -> di
 def test_batch_equals_speed_plus_late_window_by_window(
     spark: SparkSession, day: Day, daily: Settings
 ) -> None:
-    late = spark.read.format("delta").load(table("speed.late_events").path(day.streamed))
+    late = read_table(spark, table("speed.late_events"), day.streamed)
     late_in_day = late.where(day.day.condition("event_time")).count()
     assert late_in_day > 10, "the anomalies must make the stream set events aside as late"
 
     def by_window(name: str, settings: Settings) -> dict[tuple, Any]:
-        df = spark.read.format("delta").load(table(name).path(settings))
+        df = read_table(spark, table(name), settings)
         return {(r[0], r[2]): r for r in df.where(day.day.condition("window_start")).collect()}
 
     batch = by_window("batch.event_counts_1m", daily)
@@ -201,7 +202,7 @@ def test_overlapping_backfills_and_reruns_leave_identical_tables(
     assert all_views(spark, overlapping, day.day) == all_views(spark, daily, day.day)
     recompute_interval(spark, overlapping, day.span(10, 24), "second-again")
     assert all_views(spark, overlapping, day.day) == all_views(spark, daily, day.day)
-    runs = spark.read.format("delta").load(table("ops.batch_runs").path(overlapping))
+    runs = read_table(spark, table("ops.batch_runs"), overlapping)
     assert {r["run_id"] for r in runs.collect()} == {"first", "second", "second-again"}
     assert runs.count() == 3 * len(VIEWS), "one row per view per run"
 
@@ -255,7 +256,7 @@ def test_a_run_killed_mid_write_leaves_readable_tables_and_no_run_record(
     complete = all_views(spark, daily, day.day)
     for name in after:
         assert after[name] in (before[name], complete[name]), f"{name} is half-written"
-    runs = spark.read.format("delta").load(table("ops.batch_runs").path(killed))
+    runs = read_table(spark, table("ops.batch_runs"), killed)
     assert "killed" not in {r["run_id"] for r in runs.collect()}
     _, coverage = serve(spark, killed, "event_counts_1m")
     assert coverage.high_water is not None and coverage.high_water <= day.span(0, 12).end, (
@@ -307,7 +308,7 @@ def test_serving_is_batch_before_the_seam_and_speed_after(
     assert {k: v[:2] for k, v in after.items()} == speed
     # Across the whole range the answer is the batch recomputation, except where the stream
     # set events aside as late after the seam (the next batch run will take them in).
-    late = spark.read.format("delta").load(table("speed.late_events").path(day.streamed))
+    late = read_table(spark, table("speed.late_events"), day.streamed)
     late_after = {
         (r["window_start"], r["event_type"])
         for r in late.transform(VIEWS["event_counts_1m"].compute).collect()

@@ -19,6 +19,7 @@ import pytest
 
 from jobs.speed_layer import start_query
 from lakehouse.config import Settings, load_settings
+from lakehouse.delta_io import read_table
 from lakehouse.generator import GeneratorConfig, produce, read_ledger
 from lakehouse.kafka_offsets import end_offsets
 from lakehouse.speed_batch import SpeedOutputs
@@ -79,13 +80,13 @@ def catch_up_speed_layer(spark: SparkSession, settings: Settings) -> None:
 
 
 def batch_counts(spark: SparkSession, settings: Settings, start: datetime) -> int:
-    counts = spark.read.format("delta").load(table("batch.event_counts_1m").path(settings))
+    counts = read_table(spark, table("batch.event_counts_1m"), settings)
     window = (counts["window_start"] >= start) & (counts["window_start"] < start + HOUR)
     return int(counts.where(window).groupBy().sum("events").first()[0] or 0)
 
 
 def recorded_runs(spark: SparkSession, settings: Settings) -> pd.DataFrame:
-    runs = spark.read.format("delta").load(table("ops.batch_runs").path(settings))
+    runs = read_table(spark, table("ops.batch_runs"), settings)
     return runs.select("run_id", "view", "interval_start", "interval_end").toPandas()
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from lakehouse.config import Settings, load_settings
+from lakehouse.delta_io import read_table
 from lakehouse.tables import table
 from lakehouse.times import from_micros
 from tests.integration import airflow_client as af
@@ -92,7 +93,7 @@ def _exception(api: af.Api, run_id: str, ti: dict[str, Any]) -> str:
 
 def _recorded(spark: SparkSession, settings: Settings, run_id: str) -> dict[str, Any]:
     """The run's dq.quality_runs row, with its range as aware datetimes."""
-    runs = spark.read.format("delta").load(table("dq.quality_runs").path(settings))
+    runs = read_table(spark, table("dq.quality_runs"), settings)
     [row] = (
         runs.where(runs["run_id"] == run_id)
         .selectExpr(

@@ -26,6 +26,7 @@ from jobs.quality import (
     record,
 )
 from lakehouse.config import Settings, load_settings
+from lakehouse.delta_io import read_table
 from lakehouse.paths import REPO_ROOT
 from lakehouse.quality.suites import Suite
 from lakehouse.quality.validate import SuiteResult
@@ -109,7 +110,7 @@ def run_quality(settings: Settings, docs: Path, *args: str) -> subprocess.Comple
 
 
 def read(spark: SparkSession, settings: Settings, name: str, run_id: str) -> DataFrame:
-    df = spark.read.format("delta").load(table(name).path(settings))
+    df = read_table(spark, table(name), settings)
     return df.where(df["run_id"] == run_id)
 
 

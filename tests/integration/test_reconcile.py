@@ -26,6 +26,7 @@ from jobs.reconcile import EXIT_GATE_FAILED, EXIT_PASSED, REPORT_PREFIX
 from jobs.speed_layer import start_query
 from lakehouse.batch import Interval, recompute_interval
 from lakehouse.config import Settings, load_settings
+from lakehouse.delta_io import read_table, table_version
 from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
 from lakehouse.reconcile import (
     EQUAL,
@@ -156,7 +157,7 @@ def test_caught_up_batch_and_speed_differ_only_by_late_events(
     clean: tuple[dict[str, Any], dict[str, dict[str, int]]], lake: Lake, spark: SparkSession
 ) -> None:
     _, summary = clean
-    late = spark.read.format("delta").load(table("speed.late_events").path(lake.settings))
+    late = read_table(spark, table("speed.late_events"), lake.settings)
     assert late.count() > 10, "the anomalies must make the stream set events aside as late"
     for name, counts in summary.items():
         assert counts["compared"] > 20, f"{name}: too little compared to prove anything {counts}"
@@ -238,7 +239,7 @@ def test_the_job_records_each_run_once_under_its_id(lake: Lake, spark: SparkSess
     assert _dq_rows(spark, spark_settings, "nightly-1") == rows, "a rerun replaces its rows"
     runs, windows = rows
     assert runs == len(VIEWS)
-    recorded = spark.read.format("delta").load(table("dq.reconciliation_runs").path(spark_settings))
+    recorded = read_table(spark, table("dq.reconciliation_runs"), spark_settings)
     compared = sum(r["compared"] for r in recorded.collect())
     assert windows == compared > 0, "one windows row per compared key"
     assert recorded_gate(spark, spark_settings, "nightly-1").passed
@@ -274,15 +275,13 @@ def test_the_report_renders_in_chromium(browser: Browser, lake: Lake) -> None:
 
 def _dq_rows(spark: SparkSession, settings: Settings, run_id: str) -> tuple[int, int]:
     def count(name: str) -> int:
-        df = spark.read.format("delta").load(table(name).path(settings))
+        df = read_table(spark, table(name), settings)
         return df.where(df["run_id"] == run_id).count()
 
     return count("dq.reconciliation_runs"), count("dq.reconciliation_windows")
 
 
 def _versions(spark: SparkSession, settings: Settings) -> dict[str, int]:
-    from lakehouse.delta_io import table_version
-
     return {
         name: table_version(spark, table(name), settings) or -1
         for name in ("dq.reconciliation_runs", "dq.reconciliation_windows")

@@ -20,6 +20,7 @@ import pytest
 from jobs.speed_layer import start_query
 from lakehouse.batch import Interval, recompute_interval
 from lakehouse.config import Settings, load_settings
+from lakehouse.delta_io import read_table
 from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
 from lakehouse.kafka_offsets import end_offsets
 from lakehouse.speed_batch import SpeedOutputs
@@ -185,5 +186,5 @@ def _report_path(log: str) -> Path:
 
 
 def _recorded(spark: SparkSession, settings: Settings, run_id: str) -> list[dict[str, Any]]:
-    runs = spark.read.format("delta").load(table("dq.reconciliation_runs").path(settings))
+    runs = read_table(spark, table("dq.reconciliation_runs"), settings)
     return [r.asDict() for r in runs.where(runs["run_id"] == run_id).collect()]

@@ -24,6 +24,7 @@ from jobs.speed_layer import start_query
 from jobs.versions import promote, rollback
 from lakehouse.batch import Interval, recompute_interval
 from lakehouse.config import Settings, load_settings
+from lakehouse.delta_io import read_table
 from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
 from lakehouse.kafka_io import ensure_topic, produce_json
 from lakehouse.reconcile.gate import gate
@@ -103,7 +104,7 @@ def v1(spark: SparkSession, log: Log) -> str:
 
 
 def counts(spark: SparkSession, settings: Settings, outputs: SpeedOutputs) -> set[tuple]:
-    df = spark.read.format("delta").load(outputs.counts.path(settings))
+    df = read_table(spark, outputs.counts, settings)
     return {tuple(r) for r in df.collect()}
 
 
@@ -125,7 +126,7 @@ def test_a_replay_from_earliest_equals_the_batch_recompute(
     # the batch's, exactly.
     batch = spark.read.format("delta").load(f"{log.settings.storage.root}/batch/event_counts_1m")
     in_hours = batch.where(log.hours.condition("window_start"))
-    replayed = spark.read.format("delta").load(SpeedOutputs.replay(v1).counts.path(log.settings))
+    replayed = read_table(spark, SpeedOutputs.replay(v1).counts, log.settings)
     assert {tuple(r) for r in in_hours.collect()} == {
         tuple(r) for r in replayed.where(log.hours.condition("window_start")).collect()
     }
@@ -134,7 +135,7 @@ def test_a_replay_from_earliest_equals_the_batch_recompute(
 
     # A quarantined record is kept whole (value, key, topic), as the live stream keeps it.
     def quarantine(outputs: SpeedOutputs) -> set[tuple]:
-        df = spark.read.format("delta").load(outputs.quarantine.path(log.settings))
+        df = read_table(spark, outputs.quarantine, log.settings)
         return {tuple(r) for r in df.drop("reasons", "quarantined_at").collect()}
 
     live_quarantine = quarantine(SpeedOutputs.live())
@@ -369,11 +370,11 @@ def test_a_replay_leaves_the_running_live_stream_untouched(
     )
     after = _live_versions(spark, settings)
     assert all(after[name] > before[name] for name in ("raw", "progress"))
-    silver = spark.read.format("delta").load(SpeedOutputs.live().silver.path(settings))
+    silver = read_table(spark, SpeedOutputs.live().silver, settings)
     assert silver.count() == sent[0], "every live event is in the live silver table, once"
     # availableNow reads to the log's end when the query starts: the plan's end, or later.
     beside = SpeedOutputs.replay("beside")
-    replayed = spark.read.format("delta").load(beside.silver.path(settings)).count()
+    replayed = read_table(spark, beside.silver, settings).count()
     assert replayed == _consumed(spark, beside.progress.path(settings)) >= plan.records
 
 

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
-from lakehouse.delta_io import append_once, compact_small_files
+from lakehouse.delta_io import (
+    append_once,
+    compact_small_files,
+    merge_once,
+    read_table,
+    read_table_at,
+)
 from lakehouse.tables import table
 
 
@@ -42,3 +49,57 @@ def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
     assert large in files
     assert len(files) == 2
     assert spark.read.format("delta").load(path).orderBy("id").collect() == before
+
+
+HOURLY = replace(table("speed.event_counts_1m"), name="tests.hourly", checkpoint_interval=None)
+
+
+def window_rows(spark, *rows: tuple[str, int]):
+    return spark.createDataFrame(
+        [(datetime.fromisoformat(t), n) for t, n in rows], "window_start timestamp, events long"
+    )
+
+
+def add_events(m):
+    return m.whenMatchedUpdate(set={"events": "t.events + s.events"}).whenNotMatchedInsertAll()
+
+
+def test_writers_add_the_layout_column_and_readers_never_see_it(spark, local_settings) -> None:
+    append_once(window_rows(spark, ("2026-03-01T10:59:00", 1)), HOURLY, local_settings, "t", 0)
+    merge_once(
+        window_rows(spark, ("2026-03-01T10:59:00", 2), ("2026-03-01T11:00:00", 5)),
+        HOURLY,
+        local_settings,
+        "t",
+        1,
+        add_events,
+        on="t.window_start = s.window_start",
+    )
+    path = HOURLY.path(local_settings)
+    [detail] = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
+    assert detail["partitionColumns"] == ["window_hour"]
+    stored = spark.read.format("delta").load(path).orderBy("window_start").collect()
+    assert [r["window_hour"] for r in stored] == ["2026-03-01T10", "2026-03-01T11"]
+    read = read_table(spark, HOURLY, local_settings)
+    assert read.columns == ["window_start", "events"]
+    assert [r["events"] for r in read.orderBy("window_start").collect()] == [3, 5]
+    assert read_table_at(spark, HOURLY, local_settings, 0).columns == ["window_start", "events"]
+
+
+def test_a_table_created_before_its_layout_keeps_taking_merges(spark, local_settings) -> None:
+    """A lakehouse written by an earlier release has unpartitioned views: the stream must go on
+    writing them as they are, not fail on a column they do not have."""
+    unlaid = replace(HOURLY, partition_by=(), layout_columns=())
+    append_once(window_rows(spark, ("2026-03-01T10:59:00", 1)), unlaid, local_settings, "t", 0)
+    merge_once(
+        window_rows(spark, ("2026-03-01T10:59:00", 2)),
+        HOURLY,
+        local_settings,
+        "t",
+        1,
+        add_events,
+        on="t.window_start = s.window_start",
+    )
+    stored = spark.read.format("delta").load(HOURLY.path(local_settings))
+    assert stored.columns == ["window_start", "events"]
+    assert [r["events"] for r in stored.collect()] == [3]

@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from lakehouse.delta_io import append_once, table_version
+from lakehouse.delta_io import append_once, read_table, table_version
 from lakehouse.speed_batch import MicroBatchProcessor, PinnedState, SpeedOutputs
 
 # Silver's columns that these tests read, and those its Delta statistics are kept for.
@@ -216,7 +216,7 @@ def test_view_merges_never_read_files_the_watermark_has_left_behind(
         want = expected.select(*view_rows.columns).orderBy(*key).collect()
         assert got == want
 
-    read = lambda t: spark.read.format("delta").load(t.path(local_settings))  # noqa: E731
+    read = lambda t: read_table(spark, t, local_settings)  # noqa: E731
     same(read(out.counts), count_events_per_minute(accepted), ["window_start", "event_type"])
     same(
         read(out.active_users).drop("users"),
@@ -224,6 +224,55 @@ def test_view_merges_never_read_files_the_watermark_has_left_behind(
         ["window_start", "page"],
     )
     same(read(out.sessions), sessionize(accepted), ["user_id", "session_start"])
+
+
+def files_holding(spark, view, settings, condition: str) -> set[str]:
+    from pyspark.sql import functions as F
+
+    rows = read_table(spark, view, settings).where(condition)
+    return {r[0] for r in rows.select(F.input_file_name()).distinct().collect()}
+
+
+def test_a_view_merge_leaves_the_hours_its_batch_cannot_reach_unwritten(
+    spark, local_settings, tmp_path
+) -> None:
+    """A MERGE rewrites every file it touches. Were a view's rows in files of any time, each
+    batch would rewrite the whole view, a longer job the longer the stream runs; the views
+    are laid out by hour, so the first hour's files must outlive a batch three hours on."""
+    from datetime import UTC, timedelta
+
+    checkpoint = query_checkpoint(tmp_path / "checkpoint", "query-4")
+    out = SpeedOutputs.live()
+    processor = MicroBatchProcessor(local_settings, out, str(checkpoint), lambda: {})
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
+    first_hour = [
+        (out.counts, "window_start"),
+        (out.active_users, "window_start"),
+        (out.sessions, "session_start"),
+    ]
+    # A visitor who leaves within the first hour; three users busy through hours 1 and 2.
+    opening = events_at(start, 6, 300, user="early")
+    opening += events_at(start + timedelta(hours=1), 24, 300)
+    processor(kafka_records(spark, opening, 0), 0)
+    before = {
+        view.name: files_holding(
+            spark, view, local_settings, f"{column} < '{start + timedelta(hours=1):%F %T}'"
+        )
+        for view, column in first_hour
+    }
+    assert all(before.values()), before
+
+    # Hour 3: the busy users' sessions go on, new windows open; and one more event in the
+    # last minute seen, so that every view has rows to update, not only to insert.
+    later = events_at(start + timedelta(hours=2, minutes=55, seconds=30), 4, 1)
+    later += events_at(start + timedelta(hours=3), 12, 60)
+    processor(kafka_records(spark, later, len(opening)), 1)
+    assert table_version(spark, out.sessions, local_settings) == 1, "the batch merged"
+    for view, column in first_hour:
+        after = files_holding(
+            spark, view, local_settings, f"{column} < '{start + timedelta(hours=1):%F %T}'"
+        )
+        assert after == before[view.name], f"{view.name}: the first hour was rewritten"
 
 
 def with_compaction_every(settings, batches: int):
