@@ -79,6 +79,8 @@ class SpeedSettings(_Frozen):
     small_batch_records: int = Field(ge=0)
     compact_every_batches: int = Field(ge=1)
     compact_files_below_mb: int = Field(ge=1)
+    vacuum_every_batches: int = Field(ge=1)
+    vacuum_after_hours: int = Field(ge=0)
     stale_after_seconds: int = Field(ge=10)
     freshness_slo_seconds: int = Field(ge=1)
 

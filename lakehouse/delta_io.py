@@ -157,6 +157,32 @@ def compact_small_files(
     DeltaTable.forPath(session, table.path(settings)).optimize().executeCompaction()
 
 
+# Delta refuses a retention under its default (7 days) unless this is off: the stream's
+# configured `vacuum_after_hours` is the decision, validated where it is loaded.
+RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+
+
+def vacuum_replaced_files(
+    spark: SparkSession, table: Table, settings: Settings, after_hours: int
+) -> None:
+    """Delete the table's files that a newer version replaced (a MERGE, a compaction) at least
+    `after_hours` ago. Versions older than that can no longer be read (time travel).
+
+    LITE: the files to delete are found in the transaction log since the last vacuum, not by
+    listing the table's folder, which grows with the table; FULL (the listing) only where the
+    log no longer accounts for every file (Delta says so).
+    """
+    session = spark.newSession()
+    session.conf.set(RETENTION_CHECK, "false")
+    statement = f"VACUUM delta.`{table.path(settings)}` RETAIN {after_hours} HOURS"
+    try:
+        session.sql(f"{statement} LITE").collect()
+    except Exception as err:
+        if "DELTA_CANNOT_VACUUM_LITE" not in str(err):
+            raise
+        session.sql(f"{statement} FULL").collect()
+
+
 def table_version(spark: SparkSession, table: Table, settings: Settings) -> int | None:
     """The table's latest version, or None if it does not exist yet."""
     from delta.tables import DeltaTable

@@ -34,6 +34,7 @@ from lakehouse.delta_io import (
     read_table_at,
     table_exists,
     table_version,
+    vacuum_replaced_files,
 )
 from lakehouse.spark import interpreted_projections, release_local_checkpoint
 from lakehouse.tables import REPLAY, SPEED, Table, table
@@ -241,11 +242,15 @@ TABLE_OF_STEP = {
 }
 
 
-# The tables the stream compacts, in turn (lakehouse.delta_io.compact_small_files): those it
-# appends to, one or more files per batch. Not the views: a MERGE rewrites the files it touches
-# into one, and a view compacted into one file would be rewritten whole by every later MERGE,
-# where left in pieces, `target_reachable` lets a MERGE skip all but the recent ones.
+# The stream looks after its tables itself, each in its turn (MicroBatchProcessor.turns).
+# It compacts (lakehouse.delta_io.compact_small_files) those it appends to, one or more files
+# per batch. Not the views: a MERGE rewrites the files it touches into one, and a view
+# compacted into one file per hour would be rewritten whole-hour by every later MERGE, where
+# left in pieces, `target_reachable` lets a MERGE skip all but the recent ones.
 COMPACTED = ("silver", "late", "quarantine", "raw", "progress")
+# It vacuums them all (lakehouse.delta_io.vacuum_replaced_files): compactions and MERGEs
+# replace files, and the replaced ones would otherwise stay on disk for ever.
+VACUUMED = (*COMPACTED, "counts", "active_users", "sessions")
 
 
 class MicroBatchProcessor:
@@ -368,13 +373,7 @@ class MicroBatchProcessor:
                 if rows or not table_exists(spark, target, settings):
                     with steps(name):
                         write()
-            for name in self.tables_to_compact(batch_id):
-                target = getattr(out, name)
-                if table_exists(spark, target, settings):
-                    with steps(f"compact_{name}"):
-                        compact_small_files(
-                            spark, target, settings, settings.speed.compact_files_below_mb << 20
-                        )
+            self.look_after_tables(spark, batch_id, steps)
             # Written last: its row is what the next batch (or a replay of this one) pins.
             with steps("progress"):
                 row = self.progress_row(spark, stats, pinned, batch_id, app, started, steps.seconds)
@@ -391,16 +390,29 @@ class MicroBatchProcessor:
             if new is not None:
                 release_local_checkpoint(new)
 
-    def tables_to_compact(self, batch_id: int) -> list[str]:
-        """The output tables (SpeedOutputs fields) whose turn for compaction is this batch:
-        each once every `compact_every_batches`, their turns spread over that many batches so
-        that no batch compacts them all. Compaction changes files, never rows, so a replayed
-        batch may compact again without harm."""
-        every = self.settings.speed.compact_every_batches
-        names = [n for n in COMPACTED if getattr(self.outputs, n) is not None]
+    def turns(self, batch_id: int, names: tuple[str, ...], every: int) -> list[str]:
+        """Of the output tables `names` (SpeedOutputs fields), those whose turn is this batch:
+        each once every `every` batches, their turns spread over that many batches so that no
+        batch takes them all, and only tables that exist. Compaction and vacuum change files,
+        never rows, so a replayed batch may run them again without harm."""
+        mine = [n for n in names if getattr(self.outputs, n) is not None]
         return [
-            n for i, n in enumerate(names) if (batch_id + 1 + i * every // len(names)) % every == 0
+            n for i, n in enumerate(mine) if (batch_id + 1 + i * every // len(mine)) % every == 0
         ]
+
+    def look_after_tables(self, spark: SparkSession, batch_id: int, steps: StepTimer) -> None:
+        """Compact and vacuum the tables whose turn this batch is (COMPACTED, VACUUMED)."""
+        out, settings, speed = self.outputs, self.settings, self.settings.speed
+        for name in self.turns(batch_id, COMPACTED, speed.compact_every_batches):
+            target = getattr(out, name)
+            if table_exists(spark, target, settings):
+                with steps(f"compact_{name}"):
+                    compact_small_files(spark, target, settings, speed.compact_files_below_mb << 20)
+        for name in self.turns(batch_id, VACUUMED, speed.vacuum_every_batches):
+            target = getattr(out, name)
+            if table_exists(spark, target, settings):
+                with steps(f"vacuum_{name}"):
+                    vacuum_replaced_files(spark, target, settings, speed.vacuum_after_hours)
 
     # --- decisions ---------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from lakehouse.delta_io import (
     merge_once,
     read_table,
     read_table_at,
+    vacuum_replaced_files,
 )
 from lakehouse.tables import table
 
@@ -103,3 +104,34 @@ def test_a_table_created_before_its_layout_keeps_taking_merges(spark, local_sett
     stored = spark.read.format("delta").load(HOURLY.path(local_settings))
     assert stored.columns == ["window_start", "events"]
     assert [r["events"] for r in stored.collect()] == [3]
+
+
+def test_vacuum_falls_back_to_listing_when_the_log_no_longer_covers_every_file(
+    spark, local_settings
+) -> None:
+    """VACUUM LITE finds replaced files in the commits since the last vacuum; once Delta has
+    cleaned those commits up, only listing the folder (FULL) can find them."""
+    from pathlib import Path
+
+    target = replace(table("speed.late_events"), name="tests.vacuumed", checkpoint_interval=3)
+    for version in range(5):
+        append_once(spark.range(version, version + 1), target, local_settings, "t", version)
+    path = Path(target.path(local_settings))
+    compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
+    # What Delta's log cleanup does to commits older than its retention: gone, the
+    # checkpoint at version 3 stands in for them.
+    for commit in range(3):
+        (path / "_delta_log" / f"{commit:020d}.json").unlink()
+    in_use = set(spark.read.format("delta").load(str(path)).inputFiles())
+
+    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
+
+    on_disk = {f"file:{f}" for f in path.glob("*.parquet")}
+    assert on_disk == in_use
+    assert sorted(r["id"] for r in read_table(spark, target, local_settings).collect()) == [
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]

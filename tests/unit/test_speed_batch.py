@@ -7,6 +7,8 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from lakehouse.delta_io import append_once, read_table, table_version
 from lakehouse.speed_batch import MicroBatchProcessor, PinnedState, SpeedOutputs
 
@@ -281,22 +283,21 @@ def with_compaction_every(settings, batches: int):
     )
 
 
-def test_each_table_takes_its_compaction_turn_once_every_n_batches_never_all_at_once(
-    local_settings,
-) -> None:
-    from lakehouse.speed_batch import COMPACTED
+@pytest.mark.parametrize("kind", ["compact", "vacuum"])
+def test_each_table_takes_its_turn_once_every_n_batches_never_all_at_once(local_settings, kind):
+    from lakehouse.speed_batch import COMPACTED, VACUUMED
 
-    settings = with_compaction_every(local_settings, 4)
-    live = MicroBatchProcessor(settings, SpeedOutputs.live(), "unused")
-    turns = {batch_id: live.tables_to_compact(batch_id) for batch_id in range(12)}
-    for name in COMPACTED:
-        batch_ids = [b for b, names in turns.items() if name in names]
+    names = {"compact": COMPACTED, "vacuum": VACUUMED}[kind]
+    live = MicroBatchProcessor(local_settings, SpeedOutputs.live(), "unused")
+    turns = {batch_id: live.turns(batch_id, names, 4) for batch_id in range(12)}
+    for name in names:
+        batch_ids = [b for b, taken in turns.items() if name in taken]
         assert len(batch_ids) == 3
         assert {later - earlier for earlier, later in itertools.pairwise(batch_ids)} == {4}
-    assert max(len(names) for names in turns.values()) < len(COMPACTED)
-    # A replay keeps no copy of the records: there is no raw table to compact.
-    replay = MicroBatchProcessor(settings, SpeedOutputs.replay("v1"), "unused")
-    assert all("raw" not in replay.tables_to_compact(b) for b in range(12))
+    assert max(len(taken) for taken in turns.values()) < len(names)
+    # A replay keeps no copy of the records: there is no raw table to look after.
+    replay = MicroBatchProcessor(local_settings, SpeedOutputs.replay("v1"), "unused")
+    assert all("raw" not in replay.turns(b, names, 4) for b in range(12))
 
 
 def contents(spark, table, settings) -> list[str]:
@@ -334,3 +335,57 @@ def test_compacting_while_streaming_changes_files_never_rows(spark, local_settin
             steps = progress.where("batch_id = 2").first()["step_seconds"]
             assert {"compact_raw", "compact_silver", "compact_progress"} <= set(steps)
     assert tables[1] == tables[1_000]
+
+
+def files_on_disk(table_path: str) -> set[str]:
+    return {
+        str(f.relative_to(table_path))
+        for f in Path(table_path).rglob("*.parquet")
+        if "_delta_log" not in f.parts
+    }
+
+
+def files_in_use(spark, table_path: str) -> set[str]:
+    from delta.tables import DeltaTable
+
+    detail = DeltaTable.forPath(spark, table_path).toDF().inputFiles()
+    return {str(Path(f.removeprefix("file:")).relative_to(table_path)) for f in detail}
+
+
+def test_the_stream_deletes_the_files_it_replaced_once_they_are_old_enough(
+    spark, local_settings, tmp_path
+) -> None:
+    """Every MERGE into a view and every compaction replaces files; the stream vacuums its
+    tables in their turns, so what they keep on disk does not grow without end. Within the
+    retention, replaced files stay (older versions can still be read)."""
+    from datetime import UTC, timedelta
+
+    from lakehouse.generator import generate_events
+
+    events = list(
+        generate_events(90, seed=3, start=datetime.now(UTC) - timedelta(minutes=30), users=4)
+    )
+    batches = [kafka_records(spark, events[i : i + 30], i) for i in range(0, 90, 30)]
+    out = SpeedOutputs.live()
+    kept_on_disk = {}
+    for hours in (0, 168):
+        root = local_settings.storage.model_copy(update={"root": str(tmp_path / f"after-{hours}")})
+        speed = local_settings.speed.model_copy(
+            update={
+                "compact_every_batches": 1,
+                "vacuum_every_batches": 1,
+                "vacuum_after_hours": hours,
+            }
+        )
+        settings = local_settings.model_copy(update={"storage": root, "speed": speed})
+        checkpoint = query_checkpoint(tmp_path / f"checkpoint-{hours}", "query-5")
+        processor = MicroBatchProcessor(settings, out, str(checkpoint), lambda: {})
+        for batch_id, batch in enumerate(batches):
+            processor(batch, batch_id)
+        kept_on_disk[hours] = {
+            name: files_on_disk(path) - files_in_use(spark, path)
+            for name in ("silver", "counts", "active_users", "sessions")
+            for path in [getattr(out, name).path(settings)]
+        }
+    assert all(kept_on_disk[168].values()), "within the retention, replaced files stay"
+    assert kept_on_disk[0] == {name: set() for name in kept_on_disk[0]}
