@@ -55,8 +55,8 @@ def read_table(spark: SparkSession, table: Table, settings: Settings) -> DataFra
 
 
 def with_layout(df: DataFrame, table: Table, only: Collection[str] | None = None) -> DataFrame:
-    """`df` with the table's layout columns added (Table.layout_columns); `only`: those of
-    them a table created before they existed does not have are left out."""
+    """`df` with the table's layout columns added (Table.layout_columns); with `only`, just
+    those named in it (a table created before its layout has none, and keeps it that way)."""
     from pyspark.sql import functions as F
 
     return df.withColumns(

@@ -393,8 +393,8 @@ class MicroBatchProcessor:
     def turns(self, batch_id: int, names: tuple[str, ...], every: int) -> list[str]:
         """Of the output tables `names` (SpeedOutputs fields), those whose turn is this batch:
         each once every `every` batches, their turns spread over that many batches so that no
-        batch takes them all, and only tables that exist. Compaction and vacuum change files,
-        never rows, so a replayed batch may run them again without harm."""
+        batch takes them all. Compaction and vacuum change files, never rows, so a replayed
+        batch may run them again without harm."""
         mine = [n for n in names if getattr(self.outputs, n) is not None]
         return [
             n for i, n in enumerate(mine) if (batch_id + 1 + i * every // len(mine)) % every == 0
