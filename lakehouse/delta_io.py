@@ -92,8 +92,8 @@ def append_once(df: DataFrame, table: Table, settings: Settings, app_id: str, ve
         .option("txnAppId", app_id)
         .option("txnVersion", version)
     )
-    if table.partition_by:
-        writer = writer.partitionBy(*table.partition_by)
+    if table.partition_columns:
+        writer = writer.partitionBy(*table.partition_columns)
     if table.checkpoint_interval:
         # Applied when this write creates the table; Delta ignores it on later appends.
         writer = writer.option("delta.checkpointInterval", table.checkpoint_interval)
@@ -242,8 +242,8 @@ def overwrite_where(
         .mode("overwrite")
         .option("replaceWhere", condition)
     )
-    if table.partition_by:
-        writer_ = writer_.partitionBy(*table.partition_by)
+    if table.partition_columns:
+        writer_ = writer_.partitionBy(*table.partition_columns)
     writer_.save(table.path(settings))
     version = table_version(df.sparkSession, table, settings)
     assert version is not None

@@ -90,7 +90,7 @@ def test_writers_add_the_layout_column_and_readers_never_see_it(spark, local_set
 def test_a_table_created_before_its_layout_keeps_taking_merges(spark, local_settings) -> None:
     """A lakehouse written by an earlier release has unpartitioned views: the stream must go on
     writing them as they are, not fail on a column they do not have."""
-    unlaid = replace(HOURLY, partition_by=(), layout_columns=())
+    unlaid = replace(HOURLY, layout_columns=())
     append_once(window_rows(spark, ("2026-03-01T10:59:00", 1)), unlaid, local_settings, "t", 0)
     merge_once(
         window_rows(spark, ("2026-03-01T10:59:00", 2)),
