@@ -6,8 +6,10 @@ SHELL := /bin/bash
 
 PY      := .venv/bin/python
 RECORD  := .state/started-by-test
+# The tests' own services: own ports and state folder, beside any `make up` started.
+TEST_ENV := $(PY) -m infra.test_env
 
-.PHONY: help setup up down status demo generate speed batch query compare test test-unit clean-bench compose-env lint typecheck lock
+.PHONY: help setup up down status demo generate speed batch query compare test test-unit test-up test-down clean-bench compose-env lint typecheck lock
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -42,14 +44,20 @@ query: setup  ## print a serving view: make query ARGS="event_counts_1m --from 2
 compare: setup  ## reconcile two sources window by window: make compare ARGS="--left batch --right speed"
 	@$(PY) -m jobs.cli compare $(ARGS)
 
-test: setup  ## run every test against real services, starting (and then stopping) what is needed
+test: setup  ## run every test against real services of its own (ports +10000), started and then stopped
 	@mkdir -p .state && rm -f $(RECORD)
 	@status=0; \
-	$(PY) -m infra.services up --record $(RECORD) || status=$$?; \
+	$(TEST_ENV) $(PY) -m infra.services up --record $(RECORD) || status=$$?; \
 	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory lint typecheck || status=$$?; fi; \
 	if [ $$status -eq 0 ]; then $(PY) -m pytest || status=$$?; fi; \
-	$(PY) -m infra.services down --only-recorded $(RECORD) || true; \
+	$(TEST_ENV) $(PY) -m infra.services down --only-recorded $(RECORD) || true; \
 	exit $$status
+
+test-up: setup  ## start the tests' own services and leave them running (for pytest by hand)
+	@$(TEST_ENV) $(PY) -m infra.services up
+
+test-down:  ## stop the tests' own services
+	@if [ -x $(PY) ]; then $(TEST_ENV) $(PY) -m infra.services down; else echo "nothing installed yet"; fi
 
 test-unit: setup  ## only the tests that need no service
 	@$(PY) -m pytest tests/unit

@@ -1,5 +1,6 @@
-"""Shared fixtures. Integration tests use the real services `make test` starts; when one is not
-reachable the test fails (never skips) and says how to start it."""
+"""Shared fixtures. Integration tests use the real services `make test` starts, its own ones
+(infra/test_env.py: own ports and state folder, never the ones `make up` started); when one is
+not reachable the test fails (never skips) and says how to start it."""
 
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from infra import test_env
 from infra.services.process import http_ok, port_open
 from lakehouse.config import Settings, load_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+# Before any setting is read: this process and everything it starts use the test services.
+test_env.apply()
 
 RUN_ID = uuid.uuid4().hex[:8]
 
@@ -60,8 +65,8 @@ def local_settings(tmp_path: Path) -> Settings:
 def require(reachable: bool, service: str, where: str) -> str:
     if not reachable:
         pytest.fail(
-            f"{service} is not reachable at {where}: start it with `make up` "
-            "(`make test` starts it for you)"
+            f"{service} is not reachable at {where}: `make test` starts the test services "
+            "and stops them after; `make test-up` starts them and leaves them running"
         )
     return where
 

@@ -1,0 +1,75 @@
+"""The services the tests run on: their own, beside any that `make up` started.
+
+A test run gets its own state folder ($TRIBUTARY_CACHE/test-state: the lakehouse, Kafka's log,
+MinIO's data, Airflow's database, secrets, logs) and its own ports. So `make test` never writes
+into the lakehouse a demo built (the DAG tests run replays and promote versions there), and
+never runs its DAG tests in an Airflow that another clone started with that clone's DAGs.
+
+    python -m infra.test_env COMMAND [ARG ...]   # COMMAND in the test services' environment
+
+`make test`, `make test-up` and `make test-down` start and stop the services through it, and
+tests/conftest.py applies the same environment, so a `pytest` run by hand uses them too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from lakehouse.paths import STATE_ENV, cache_dir
+from lakehouse.secrets import ensure_secrets
+
+# Each the default (config/base.yaml, services) plus 10000.
+TEST_PORTS = {
+    "kafka_port": 19092,
+    "kafka_controller_port": 19093,
+    "minio_port": 19000,
+    "minio_console_port": 19001,
+    "airflow_port": 18080,
+}
+HOST = "127.0.0.1"
+
+
+def state_folder(env: Mapping[str, str] | None = None) -> Path:
+    return cache_dir(os.environ if env is None else env) / "test-state"
+
+
+def environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: this process's) with Tributary pointed at the test services."""
+    base = dict(os.environ if env is None else env)
+    ports = {f"TRIBUTARY__SERVICES__{k.upper()}": str(v) for k, v in TEST_PORTS.items()}
+    return {
+        **base,
+        STATE_ENV: str(state_folder(base)),
+        # The tests choose their profile per test; services and DAG tasks run the local one.
+        "TRIBUTARY_PROFILE": "local",
+        "TRIBUTARY__SERVICES__BIND_HOST": HOST,
+        **ports,
+        "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": f"{HOST}:{TEST_PORTS['kafka_port']}",
+        "TRIBUTARY__S3__ENDPOINT": f"http://{HOST}:{TEST_PORTS['minio_port']}",
+        "TRIBUTARY__AIRFLOW__URL": f"http://{HOST}:{TEST_PORTS['airflow_port']}",
+    }
+
+
+def apply() -> None:
+    """Point this process (and what it starts) at the test services, their secrets made."""
+    os.environ.update(environ())
+    ensure_secrets()
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if argv else 2
+    apply()
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as err:
+        print(f"error: cannot run {argv[0]!r}: {err.strerror}", file=sys.stderr)
+        return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
