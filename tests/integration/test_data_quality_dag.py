@@ -1,5 +1,5 @@
 """The data_quality DAG, run for real by the running Airflow on the services' lakehouse (the
-local profile's, with whatever other tests and demos left in it).
+local profile's in the tests' own state folder, with whatever earlier tests left in it).
 
 Its bronze.events_raw is validated whole, and the verdict is checked against the same
 snapshot counted independently here: the run succeeds when no FAIL check is broken, and
