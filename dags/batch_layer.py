@@ -33,6 +33,8 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
   which results are final); the serving layer (`python -m jobs.cli query ...`) serves batch
   results up to there and speed results after.
 - Each view is published as an Airflow asset (`batch.<view>`) for reconciliation.
+- Files that reruns replaced a week ago (config `batch.vacuum_after_hours`) are deleted at
+  the end of a run, from each table at most once a day (`batch.vacuum_every_hours`).
 - **Past intervals**: *Trigger DAG* with a logical date, or fill *start*/*end* in the form
   (UTC, whole minutes) to recompute any closed range at once; or a backfill
   (`airflow backfill create --dag-id batch_layer --from-date ... --to-date ...`, or the

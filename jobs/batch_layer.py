@@ -73,6 +73,8 @@ def main(argv: list[str]) -> int:
             f"final until {v.final_until:%Y-%m-%dT%H:%M:%SZ}",
             flush=True,
         )
+    if run.vacuumed:
+        print(f"    vacuumed (files replaced by earlier runs): {', '.join(run.vacuumed)}")
     print(
         f"==> done in {run.seconds:.1f} s: {run.events} events from bronze version "
         f"{run.bronze_version}",

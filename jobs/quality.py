@@ -259,7 +259,7 @@ def record(spark: SparkSession, settings: Settings, outcome: Outcome, checked_at
 
     from pyspark.sql import functions as F
 
-    from lakehouse.delta_io import append_once, read_table
+    from lakehouse.delta_io import append_once, read_table, small_frame
     from lakehouse.tables import table
 
     quarantine, runs = table("dq.quality_quarantine"), table("dq.quality_runs")
@@ -295,7 +295,7 @@ def record(spark: SparkSession, settings: Settings, outcome: Outcome, checked_at
         )
         for v in outcome.validated
     ]
-    append_once(spark.createDataFrame(rows, RUNS_SCHEMA), runs, settings, app_id, 0)
+    append_once(small_frame(spark, rows, RUNS_SCHEMA), runs, settings, app_id, 0)
 
 
 def summary_line(v: Validated) -> str:

@@ -15,13 +15,14 @@ delivery of an event at or after t has a Kafka timestamp at or after t - toleran
 
 Writes: one `replaceWhere` commit per view over exactly the interval's rows, then one row per
 view in ops.batch_runs (last, so a run killed half-way is never taken as done). A rerun
-replaces the same rows with the same values.
+replaces the same rows with the same values. After that, the files reruns replaced long ago are
+deleted from each view table whose last vacuum is old enough (`batch` in config/base.yaml).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,15 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from lakehouse.config import Settings
-from lakehouse.delta_io import append_once, overwrite_where, read_table_at, table_version
+from lakehouse.delta_io import (
+    append_once,
+    last_vacuum_end,
+    overwrite_where,
+    read_table_at,
+    small_frame,
+    table_version,
+    vacuum_replaced_files,
+)
 from lakehouse.tables import BATCH, table
 from lakehouse.times import as_utc, from_micros
 from lakehouse.transforms.dedup import DEDUP_COLUMNS, first_delivery_per_event
@@ -42,6 +51,9 @@ if TYPE_CHECKING:
 
 RUNS = table("ops.batch_runs")
 BRONZE = table("bronze.events_raw")
+# How far back in a table's log to look for its last vacuum. One that ended more commits ago
+# than this counts as none (a backfill of that many intervals has replaced enough to vacuum).
+VACUUM_LOOKBACK_COMMITS = 100
 
 
 class IntervalError(ValueError):
@@ -99,6 +111,7 @@ class BatchRun:
     events: int  # accepted, deduplicated events placed in the interval
     views: list[ViewResult]
     seconds: float
+    vacuumed: tuple[str, ...] = ()  # the tables this run vacuumed
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -116,6 +129,7 @@ class BatchRun:
                 for v in self.views
             },
             "seconds": round(self.seconds, 1),
+            "vacuumed": list(self.vacuumed),
         }
 
 
@@ -178,7 +192,20 @@ def recompute_interval(
         seconds=time.monotonic() - began,
     )
     _record_run(spark, settings, run, started_at)
-    return run
+    return replace(run, vacuumed=vacuum_if_due(spark, settings, datetime.now(UTC)))
+
+
+def vacuum_if_due(spark: SparkSession, settings: Settings, now: datetime) -> tuple[str, ...]:
+    """Vacuum each batch view table whose last vacuum ended `batch.vacuum_every_hours` ago or
+    more; the batch job is their one writer, so it looks after them."""
+    every = timedelta(hours=settings.batch.vacuum_every_hours)
+    done = []
+    for target in (table(v.batch_table) for v in VIEWS.values()):
+        last = last_vacuum_end(spark, target, settings, VACUUM_LOOKBACK_COMMITS)
+        if last is None or now - last >= every:
+            vacuum_replaced_files(spark, target, settings, settings.batch.vacuum_after_hours)
+            done.append(target.name)
+    return tuple(done)
 
 
 def _write_view(
@@ -233,9 +260,7 @@ def _record_run(
         for r in run.views
     ]
     # Keyed by the run's identity: an Airflow retry of a run that got this far adds nothing.
-    append_once(
-        spark.createDataFrame(rows, RUNS_SCHEMA), RUNS, settings, f"{BATCH}:{run.run_id}", 0
-    )
+    append_once(small_frame(spark, rows, RUNS_SCHEMA), RUNS, settings, f"{BATCH}:{run.run_id}", 0)
 
 
 RUNS_SCHEMA = (

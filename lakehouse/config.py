@@ -116,6 +116,14 @@ class ServicesSettings(_Frozen):
     airflow_parallelism: int = Field(ge=1, le=64)
 
 
+class BatchSettings(_Frozen):
+    # Reruns and backfills replace an interval's files; the batch job deletes the files no
+    # version newer than vacuum_after_hours ago reads, from each of its tables at most once
+    # every vacuum_every_hours (the last vacuum is read from the table's log).
+    vacuum_after_hours: int = Field(ge=0)
+    vacuum_every_hours: int = Field(ge=1)
+
+
 class ReplaySettings(_Frozen):
     # Records per micro-batch of a replay. Large on purpose: a replay of events that are all
     # in the log already need not set any aside as late, and one big batch sees them all.
@@ -153,6 +161,7 @@ class Settings(_Frozen):
     storage: StorageSettings
     s3: S3Settings
     speed: SpeedSettings
+    batch: BatchSettings
     replay: ReplaySettings
     spark: SparkSettings
     airflow: AirflowSettings

@@ -32,6 +32,7 @@ from lakehouse.delta_io import (
     compact_small_files,
     merge_once,
     read_table_at,
+    small_frame,
     table_exists,
     table_version,
     vacuum_replaced_files,
@@ -249,7 +250,8 @@ TABLE_OF_STEP = {
 # left in pieces, `target_reachable` lets a MERGE skip all but the recent ones.
 COMPACTED = ("silver", "late", "quarantine", "raw", "progress")
 # It vacuums them all (lakehouse.delta_io.vacuum_replaced_files): compactions and MERGEs
-# replace files, and the replaced ones would otherwise stay on disk for ever.
+# replace files, a killed write leaves files it never committed, and both would otherwise
+# stay on disk for ever.
 VACUUMED = (*COMPACTED, "counts", "active_users", "sessions")
 
 
@@ -377,7 +379,7 @@ class MicroBatchProcessor:
             # Written last: its row is what the next batch (or a replay of this one) pins.
             with steps("progress"):
                 row = self.progress_row(spark, stats, pinned, batch_id, app, started, steps.seconds)
-                progress = spark.createDataFrame([row], PROGRESS_SCHEMA).withColumns(
+                progress = small_frame(spark, [row], PROGRESS_SCHEMA).withColumns(
                     {
                         "watermark": F.timestamp_micros("watermark_micros"),
                         "newest_event_time": F.timestamp_micros("newest_event_micros"),

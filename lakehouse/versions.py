@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from lakehouse.config import Settings
-from lakehouse.delta_io import append_once, read_table, table_exists
+from lakehouse.delta_io import append_once, read_table, small_frame, table_exists
 from lakehouse.replay import ReplayPlan
 from lakehouse.speed_batch import SpeedOutputs
 from lakehouse.tables import table
@@ -95,7 +95,7 @@ def record_version_event(
         "forced": plan.forced if plan else None,
         **values,
     }
-    df = spark.createDataFrame([row], VERSION_EVENTS_SCHEMA)
+    df = small_frame(spark, [row], VERSION_EVENTS_SCHEMA)
     # An event is recorded once per (version, event): a resumed replay does not repeat it.
     append_once(df, VERSIONS, settings, f"replay:{version}:{event}", 0)
 
@@ -205,5 +205,5 @@ def switch_pointer(
         "gate": gate,
         "by": actor(),
     }
-    df = spark.createDataFrame([row], POINTER_SCHEMA)
+    df = small_frame(spark, [row], POINTER_SCHEMA)
     df.write.format("delta").mode("append").save(POINTER.path(settings))

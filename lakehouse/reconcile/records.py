@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from lakehouse.config import Settings
-from lakehouse.delta_io import overwrite_where
+from lakehouse.delta_io import overwrite_where, small_frame
 from lakehouse.reconcile.compare import OPEN
 from lakehouse.reconcile.gate import GateVerdict, describe_window
 from lakehouse.tables import RECONCILE, table
@@ -131,7 +131,7 @@ def run_rows(
         }
         for v in run.views
     ]
-    return spark.createDataFrame(rows, RUNS_SCHEMA)
+    return small_frame(spark, rows, RUNS_SCHEMA)
 
 
 def _sql_string(text: str) -> str:

@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 
 from jobs.speed_layer import start_query
-from lakehouse.batch import Interval, NoDataError, recompute_interval
+from lakehouse.batch import Interval, NoDataError, recompute_interval, vacuum_if_due
 from lakehouse.config import Settings, load_settings
 from lakehouse.delta_io import read_table
 from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
@@ -33,6 +33,7 @@ from lakehouse.speed_batch import SpeedOutputs
 from lakehouse.tables import table
 from lakehouse.views import VIEWS
 from tests.conftest import new_topic
+from tests.delta_files import replaced_files
 from tests.integration import speed_checks as expect
 
 if TYPE_CHECKING:
@@ -205,6 +206,38 @@ def test_overlapping_backfills_and_reruns_leave_identical_tables(
     runs = read_table(spark, table("ops.batch_runs"), overlapping)
     assert {r["run_id"] for r in runs.collect()} == {"first", "second", "second-again"}
     assert runs.count() == 3 * len(VIEWS), "one row per view per run"
+
+
+def test_the_files_reruns_replaced_are_deleted_when_old_enough_and_a_vacuum_is_due(
+    spark: SparkSession, day: Day, daily: Settings
+) -> None:
+    """The batch job is its tables' one writer, so it vacuums them: at the end of a run, each
+    one whose last vacuum ended `batch.vacuum_every_hours` ago (or never) loses the files
+    that runs replaced at least `batch.vacuum_after_hours` ago."""
+    vacuumed = day.copy("vacuumed")
+
+    def retention(hours: int) -> Settings:
+        batch = vacuumed.batch.model_copy(update={"vacuum_after_hours": hours})
+        return vacuumed.model_copy(update={"batch": batch})
+
+    views = [table(v.batch_table) for v in VIEWS.values()]
+    names = tuple(t.name for t in views)
+
+    def replaced() -> list[set[str]]:
+        return [replaced_files(spark, t.path(vacuumed)) for t in views]
+
+    first = recompute_interval(spark, retention(0), day.span(0, 6), "first")
+    assert first.vacuumed == names, "never vacuumed yet: due at once"
+    again = recompute_interval(spark, retention(0), day.span(0, 6), "again")
+    assert again.vacuumed == (), "vacuumed less than vacuum_every_hours ago: not due"
+    assert all(replaced()), "the rerun replaced files in every view"
+
+    due = datetime.now(UTC) + timedelta(hours=vacuumed.batch.vacuum_every_hours)
+    assert vacuum_if_due(spark, retention(168), due) == names
+    assert all(replaced()), "replaced less than vacuum_after_hours ago: kept"
+    assert vacuum_if_due(spark, retention(0), due + timedelta(days=1)) == names
+    assert not any(replaced())
+    assert all_views(spark, vacuumed, day.span(0, 6)) == all_views(spark, daily, day.span(0, 6))
 
 
 def test_a_run_killed_mid_write_leaves_readable_tables_and_no_run_record(

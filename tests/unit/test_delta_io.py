@@ -9,11 +9,14 @@ from lakehouse.delta_io import (
     append_once,
     compact_small_files,
     merge_once,
+    overwrite_where,
     read_table,
     read_table_at,
+    small_frame,
     vacuum_replaced_files,
 )
 from lakehouse.tables import table
+from tests.delta_files import files_in_use, files_on_disk, replaced_files
 
 
 def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
@@ -106,11 +109,11 @@ def test_a_table_created_before_its_layout_keeps_taking_merges(spark, local_sett
     assert [r["events"] for r in stored.collect()] == [3]
 
 
-def test_vacuum_falls_back_to_listing_when_the_log_no_longer_covers_every_file(
+def test_vacuum_deletes_replaced_files_when_the_log_no_longer_holds_their_commits(
     spark, local_settings
 ) -> None:
-    """VACUUM LITE finds replaced files in the commits since the last vacuum; once Delta has
-    cleaned those commits up, only listing the folder (FULL) can find them."""
+    """VACUUM LITE would look for replaced files in the commits since the last vacuum; once
+    Delta has cleaned those commits up, only listing the folder (FULL) finds them."""
     from pathlib import Path
 
     target = replace(table("speed.late_events"), name="tests.vacuumed", checkpoint_interval=3)
@@ -135,3 +138,61 @@ def test_vacuum_falls_back_to_listing_when_the_log_no_longer_covers_every_file(
         3,
         4,
     ]
+
+
+def test_vacuum_keeps_what_the_configured_retention_keeps_whatever_the_table_says(
+    spark, local_settings
+) -> None:
+    """Delta 4 ignores RETAIN (unless 0) in favour of the table's deletedFileRetentionDuration;
+    the hours we configure must decide."""
+    target = replace(table("speed.late_events"), name="tests.retained")
+    for version in range(3):
+        append_once(spark.range(version, version + 1), target, local_settings, "t", version)
+    compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
+    path = target.path(local_settings)
+    spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES "
+        "('delta.deletedFileRetentionDuration' = 'interval 0 hours')"
+    )
+    replaced_by_compaction = replaced_files(spark, path)
+    assert replaced_by_compaction
+
+    vacuum_replaced_files(spark, target, local_settings, after_hours=5)
+    assert replaced_files(spark, path) == replaced_by_compaction, "replaced under 5 hours ago"
+    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
+    assert replaced_files(spark, path) == set()
+
+
+def test_vacuum_deletes_the_files_no_commit_added(spark, local_settings) -> None:
+    """A rerun's replaceWhere leaves a file its commit does not add (Delta 4.4), as does a
+    write killed before its commit; only a listing of the folder finds them."""
+    target = table("batch.event_counts_1m")
+    rows = spark.sql(
+        "SELECT timestamp'2026-11-25 10:00:00' AS window_start, "
+        "timestamp'2026-11-25 10:01:00' AS window_end, 'click' AS event_type, "
+        "3L AS events, 1.5D AS amount_sum"
+    )
+    hour = "window_start >= timestamp'2026-11-25 10:00:00' AND window_start < '2026-11-25 11:00'"
+    for _ in range(3):
+        overwrite_where(rows, target, local_settings, "batch_layer", hour)
+    path = target.path(local_settings)
+    assert len(replaced_files(spark, path)) >= 2, "the two reruns replaced the file before"
+
+    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
+
+    assert replaced_files(spark, path) == set()
+    assert read_table(spark, target, local_settings).count() == 1
+
+
+def test_a_few_rows_from_the_driver_are_written_without_stray_files(spark, local_settings) -> None:
+    """Written from several slices, one row leaves an empty file per empty slice that no
+    commit adds; the progress table gained one every micro-batch."""
+    target = replace(table("ops.speed_progress"), name="tests.small_appends")
+    for version in range(3):
+        rows = [(version, f"row {version}")]
+        append_once(
+            small_frame(spark, rows, "n long, note string"), target, local_settings, "t", version
+        )
+    path = target.path(local_settings)
+    assert files_on_disk(path) == files_in_use(spark, path)
+    assert read_table(spark, target, local_settings).count() == 3

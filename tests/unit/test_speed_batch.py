@@ -11,6 +11,7 @@ import pytest
 
 from lakehouse.delta_io import append_once, read_table, table_version
 from lakehouse.speed_batch import MicroBatchProcessor, PinnedState, SpeedOutputs
+from tests.delta_files import replaced_files
 
 # Silver's columns that these tests read, and those its Delta statistics are kept for.
 SCHEMA = (
@@ -337,21 +338,6 @@ def test_compacting_while_streaming_changes_files_never_rows(spark, local_settin
     assert tables[1] == tables[1_000]
 
 
-def files_on_disk(table_path: str) -> set[str]:
-    return {
-        str(f.relative_to(table_path))
-        for f in Path(table_path).rglob("*.parquet")
-        if "_delta_log" not in f.parts
-    }
-
-
-def files_in_use(spark, table_path: str) -> set[str]:
-    from delta.tables import DeltaTable
-
-    detail = DeltaTable.forPath(spark, table_path).toDF().inputFiles()
-    return {str(Path(f.removeprefix("file:")).relative_to(table_path)) for f in detail}
-
-
 def test_the_stream_deletes_the_files_it_replaced_once_they_are_old_enough(
     spark, local_settings, tmp_path
 ) -> None:
@@ -383,7 +369,7 @@ def test_the_stream_deletes_the_files_it_replaced_once_they_are_old_enough(
         for batch_id, batch in enumerate(batches):
             processor(batch, batch_id)
         kept_on_disk[hours] = {
-            name: files_on_disk(path) - files_in_use(spark, path)
+            name: replaced_files(spark, path)
             for name in ("silver", "counts", "active_users", "sessions")
             for path in [getattr(out, name).path(settings)]
         }

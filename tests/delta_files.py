@@ -1,0 +1,29 @@
+"""What a Delta table keeps on disk beyond what its current version reads: the files a newer
+version replaced, which only a vacuum deletes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def files_on_disk(table_path: str) -> set[str]:
+    return {
+        str(f.relative_to(table_path))
+        for f in Path(table_path).rglob("*.parquet")
+        if "_delta_log" not in f.parts
+    }
+
+
+def files_in_use(spark: SparkSession, table_path: str) -> set[str]:
+    from delta.tables import DeltaTable
+
+    detail = DeltaTable.forPath(spark, table_path).toDF().inputFiles()
+    return {str(Path(f.removeprefix("file:")).relative_to(table_path)) for f in detail}
+
+
+def replaced_files(spark: SparkSession, table_path: str) -> set[str]:
+    return files_on_disk(table_path) - files_in_use(spark, table_path)
