@@ -25,6 +25,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from bench.speed_layer import RESULTS, bench_settings
 from bench.synthetic import event_json, event_type, page
@@ -100,6 +101,18 @@ def run(batches: int, events: int, minutes: float, storage: str) -> dict[str, An
         names = sorted({name for s in steps[part] for name in s})
         return {n: round(statistics.median(s.get(n, 0.0) for s in steps[part]), 3) for n in names}
 
+    # Compaction and vacuum run in turns, in few batches: their cost where they ran.
+    turns: dict[str, list[float]] = {}
+    for s in steps:
+        for name, took in s.items():
+            if name.startswith(("compact_", "vacuum_")):
+                turns.setdefault(name.split("_", 1)[0], []).append(took)
+    # Files on disk that no commit ever added (only a vacuum that lists the folder deletes them).
+    stray = {
+        name: len(stray_files(getattr(OUT, name).path(settings)))
+        for name in ("raw", "silver", "progress", "quarantine", "late")
+        if storage == "local"
+    }
     first, last = statistics.median(seconds[early]), statistics.median(seconds[late])
     # Files a reader of each table goes through at the end (appends add some every batch).
     files = {
@@ -123,6 +136,8 @@ def run(batches: int, events: int, minutes: float, storage: str) -> dict[str, An
         "batches": batches,
         "events_per_batch": events,
         "minutes_per_batch": minutes,
+        "compact_every_batches": settings.speed.compact_every_batches,
+        "vacuum_every_batches": settings.speed.vacuum_every_batches,
         "first_median_batch_seconds": round(first, 3),
         "last_median_batch_seconds": round(last, 3),
         "last_over_first": round(last / first, 2),
@@ -130,6 +145,15 @@ def run(batches: int, events: int, minutes: float, storage: str) -> dict[str, An
         "first_step_medians": step_medians(early),
         "last_step_medians": step_medians(late),
         "files_at_end": files,
+        "turn_seconds": {
+            kind: {
+                "count": len(took),
+                "median": round(statistics.median(took), 2),
+                "max": round(max(took), 2),
+            }
+            for kind, took in turns.items()
+        },
+        "stray_files_at_end": stray,
         "view_rows_copied_per_merge": {
             view: {
                 "first": statistics.median(rows[early]),
@@ -141,6 +165,19 @@ def run(batches: int, events: int, minutes: float, storage: str) -> dict[str, An
             for view, rows in copied.items()
         },
     }
+
+
+def stray_files(table_path: str) -> set[str]:
+    """Data files in a local table's folder that no commit in its log ever added."""
+    root = Path(table_path)
+    added = {
+        unquote(action["add"]["path"])
+        for commit in (root / "_delta_log").glob("*.json")
+        for action in map(json.loads, commit.read_text().splitlines())
+        if "add" in action
+    }
+    on_disk = {str(f.relative_to(root)) for f in root.rglob("*.parquet")}
+    return {f for f in on_disk if "_delta_log" not in f} - added
 
 
 def rows_copied_per_merge(spark: Any, path: str) -> list[int]:
