@@ -38,6 +38,7 @@ from lakehouse.secrets import ensure_secrets
 
 INFRA = REPO_ROOT / "infra"
 LOCKFILE = INFRA / "python" / "requirements.lock"
+COMMAND_SOURCE = INFRA / "python" / "tributary_command.py"  # becomes the venv's `tributary`
 UV_VERSION = "0.9.30"
 # The Go module proxy refuses the RELEASE.2025-10-15T17-29-55Z tag and its pseudo-version
 # (403 "This module version is not available"); this is the one minio/minio version it serves.
@@ -220,12 +221,24 @@ def setup_venv() -> Path:
                 env={**os.environ, "UV_CACHE_DIR": str(cache_dir() / "uv")},
             )
             (folder / ".complete").write_text("ok\n")
+    install_command(folder)
     link = REPO_ROOT / ".venv"
     if link.is_symlink() or not link.exists():
         if link.is_symlink():
             link.unlink()
         link.symlink_to(folder)
     return folder
+
+
+def install_command(venv: Path) -> None:
+    """The `tributary` command in the venv's bin/, run by the venv's Python. Written on every
+    setup (cached venvs included), so a change to it reaches every clone."""
+    target = venv / "bin" / "tributary"
+    body = COMMAND_SOURCE.read_text().split("\n", 1)[1]
+    partial = target.with_name("tributary.partial")
+    partial.write_text(f"#!{venv / 'bin' / 'python'}\n{body}")
+    partial.chmod(0o755)
+    partial.replace(target)
 
 
 def pyspark_jars() -> Path:

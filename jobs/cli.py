@@ -1,11 +1,13 @@
 """`tributary`: ask the lakehouse questions from a terminal, without writing Spark code.
 
-    python -m jobs.cli query event_counts_1m --from 2026-11-25T10:00Z --to 2026-11-25T12:00Z
-    python -m jobs.cli compare --left batch --right speed [--view ...] [--from ...] [--record]
+    tributary query event_counts_1m --from 2026-11-25T10:00Z --to 2026-11-25T12:00Z
+    tributary sql "SELECT event_type, sum(events) FROM serving_event_counts_1m GROUP BY 1"
+    tributary compare --left batch --right speed [--view ...] [--from ...] [--record]
 
-(`make query ARGS="event_counts_1m --from ... --to ..."` runs the same.) Answers come from
-the serving layer: batch results where the batch layer has run, speed results after that.
-"""
+`make setup` installs the `tributary` command in the venv (`.venv/bin/tributary`, or plain
+`tributary` once the venv is activated); `python -m jobs.cli ...` and
+`make query ARGS="event_counts_1m --from ... --to ..."` run the same. Answers come from the
+serving layer: batch results where the batch layer has run, speed results after that."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark.sql import DataFrame
 
 # Long sorted user lists make a table unreadable; they stay one flag away.
 WIDE_COLUMNS = {"users"}
@@ -47,17 +50,11 @@ def query(args: argparse.Namespace) -> int:
     v = VIEWS[args.view]
     if not args.with_users:
         served = served.drop(*(WIDE_COLUMNS & set(served.columns)))
-    ordered = served.orderBy(v.time_column, *v.keys).limit(args.limit + 1)
-    rows = cast("pd.DataFrame", ordered.toPandas())
-    shown = rows.head(args.limit)
-    if args.format == "csv":
-        print(shown.to_csv(index=False), end="")
-    else:
-        print(shown.to_string(index=False) if len(shown) else "(no rows)")
-    more = " (more rows: raise --limit)" if len(rows) > args.limit else ""
+    ordered = served.orderBy(v.time_column, *v.keys)
+    shown, more = print_rows(ordered, args.limit, args.format)
     seam = coverage.high_water
     print(
-        f"-- {len(shown)} rows{more}; "
+        f"-- {shown} rows{more}; "
         + (
             f"batch results up to {seam:%Y-%m-%d %H:%M:%S}Z (batch version "
             f"{coverage.table_version}), speed results after"
@@ -67,6 +64,42 @@ def query(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def sql(args: argparse.Namespace) -> int:
+    """Spark SQL over the serving views, registered as `serving_<view>`."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    from lakehouse.serving import register_serving_views
+
+    settings = get_settings()
+    spark = get_spark("tributary-sql", settings)
+    registered, missing = register_serving_views(spark, settings)
+    for name in missing:
+        print(f"-- serving_{name}: no results yet (run the speed layer)", file=sys.stderr)
+    try:
+        result = spark.sql(args.statement)
+        shown, more = print_rows(result, args.limit, args.format)
+    except (AnalysisException, ParseException) as err:
+        first = str(err).strip().splitlines()[0]
+        print(
+            f"tributary sql: {first}\n-- views: {', '.join(registered) or 'none yet'}",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"-- {shown} rows{more}", file=sys.stderr)
+    return 0
+
+
+def print_rows(df: DataFrame, limit: int, form: str) -> tuple[int, str]:
+    """Print at most `limit` rows as a table or CSV; (rows printed, a note if there were more)."""
+    rows = cast("pd.DataFrame", df.limit(limit + 1).toPandas())
+    shown = rows.head(limit)
+    if form == "csv":
+        print(shown.to_csv(index=False), end="")
+    else:
+        print(shown.to_string(index=False) if len(shown) else "(no rows)")
+    return len(shown), " (more rows: raise --limit)" if len(rows) > limit else ""
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -111,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--format", choices=["table", "csv"], default="table")
     q.add_argument("--with-users", action="store_true", help="show active_users_10m's user lists")
     q.set_defaults(run=query)
+    s = commands.add_parser(
+        "sql", help="Spark SQL over the serving views: serving_<view>, e.g. serving_user_sessions"
+    )
+    s.add_argument("statement", help='e.g. "SELECT * FROM serving_user_sessions LIMIT 10"')
+    s.add_argument("--limit", type=int, default=200, help="at most this many rows (200)")
+    s.add_argument("--format", choices=["table", "csv"], default="table")
+    s.set_defaults(run=sql)
     c = commands.add_parser(
         "compare", help="reconcile two sources (batch, speed) window by window: the summary"
     )

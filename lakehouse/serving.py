@@ -167,12 +167,18 @@ class NoServingDataError(Exception):
     """Neither side of a view exists yet."""
 
 
-def register_serving_views(spark: SparkSession, settings: Settings) -> list[str]:
+def register_serving_views(spark: SparkSession, settings: Settings) -> tuple[list[str], list[str]]:
     """Spark SQL temporary views `serving_<view>`, e.g.
-    SELECT * FROM serving_event_counts_1m WHERE window_start >= '2026-11-25 10:00'."""
-    names = []
+    SELECT * FROM serving_event_counts_1m WHERE window_start >= '2026-11-25 10:00'.
+    Returns the names registered, and the views not registered because nothing serves them yet.
+    """
+    names, missing = [], []
     for name in VIEWS:
-        served, _ = serve(spark, settings, name)
+        try:
+            served, _ = serve(spark, settings, name)
+        except NoServingDataError:
+            missing.append(name)
+            continue
         served.createOrReplaceTempView(f"serving_{name}")
         names.append(f"serving_{name}")
-    return names
+    return names, missing

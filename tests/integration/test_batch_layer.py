@@ -11,6 +11,7 @@ streamed by the speed layer, then recomputed from bronze and checked
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -43,7 +44,7 @@ REPO = Path(__file__).parents[2]
 HOUR = timedelta(hours=1)
 
 
-def settings_for(root: Path, topic: str) -> Settings:
+def environ_for(root: Path, topic: str) -> dict[str, str]:
     env = {
         **os.environ,
         "TRIBUTARY__STORAGE__ROOT": str(root / "lake"),
@@ -52,7 +53,11 @@ def settings_for(root: Path, topic: str) -> Settings:
         "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "1500",
     }
     env.pop("TRIBUTARY_PROFILE", None)
-    return load_settings("local", env)
+    return env
+
+
+def settings_for(root: Path, topic: str) -> Settings:
+    return load_settings("local", environ_for(root, topic))
 
 
 class Day:
@@ -313,11 +318,17 @@ def served_counts(
     }
 
 
+@pytest.fixture(scope="module")
+def seam_run(spark: SparkSession, day: Day) -> Settings:
+    """Batch results for the day's first 16 hours, speed results after."""
+    settings = day.copy("seam")
+    recompute_interval(spark, settings, day.span(0, 16), "up-to-16h")
+    return settings
+
+
 def test_serving_is_batch_before_the_seam_and_speed_after(
-    spark: SparkSession, day: Day, daily: Settings
+    spark: SparkSession, day: Day, daily: Settings, seam_run: Settings
 ) -> None:
-    seam_run = day.copy("seam")
-    recompute_interval(spark, seam_run, day.span(0, 16), "up-to-16h")
     _, coverage = serve(spark, seam_run, "event_counts_1m")
     seam = day.span(0, 16).end
     assert coverage.ranges == [(day.day.start, seam)]
@@ -349,6 +360,81 @@ def test_serving_is_batch_before_the_seam_and_speed_after(
     }
     differing = {k for k in batch if k not in answer or answer[k][:2] != batch[k][:2]}
     assert differing <= late_after
+
+
+def tributary(day: Day, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `tributary` command make setup installs, on the seam lakehouse, from any folder."""
+    return subprocess.run(
+        [str(REPO / ".venv" / "bin" / "tributary"), *args],
+        cwd=cwd,
+        env=environ_for(day.tmp / "seam", day.topic),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_tributary_command_prints_the_served_answer(
+    spark: SparkSession, day: Day, seam_run: Settings, tmp_path: Path
+) -> None:
+    start, end = day.span(12, 20).start, day.span(12, 20).end
+    run = tributary(
+        day,
+        tmp_path,
+        "query",
+        "event_counts_1m",
+        "--from",
+        f"{start:%Y-%m-%dT%H:%MZ}",
+        "--to",
+        f"{end:%Y-%m-%dT%H:%MZ}",
+        "--format",
+        "csv",
+        "--limit",
+        "100000",
+    )
+    assert run.returncode == 0, run.stderr
+    printed = pd.read_csv(io.StringIO(run.stdout), parse_dates=["window_start"])
+    answer = {
+        (r.window_start.to_pydatetime(), r.event_type): (r.events, round(r.amount_sum, 6), r.source)
+        for r in printed.itertuples()
+    }
+    served = {
+        k: (events, round(float(amount), 6), source)
+        for k, (events, amount, source) in served_counts(
+            spark, seam_run, Interval(start, end)
+        ).items()
+    }
+    assert answer == served
+    assert {v[2] for v in answer.values()} == {"batch", "speed"}, "the range crosses the seam"
+    seam = day.span(0, 16).end
+    assert f"batch results up to {seam:%Y-%m-%d %H:%M:%S}Z" in run.stderr
+
+
+def test_the_serving_views_answer_spark_sql_from_the_tributary_command(
+    spark: SparkSession, day: Day, seam_run: Settings, tmp_path: Path
+) -> None:
+    run = tributary(
+        day,
+        tmp_path,
+        "sql",
+        "SELECT source, event_type, sum(events) AS events FROM serving_event_counts_1m "
+        f"WHERE window_start >= '{day.day.start:%Y-%m-%d %H:%M}' "
+        f"AND window_start < '{day.day.end:%Y-%m-%d %H:%M}' GROUP BY 1, 2",
+        "--format",
+        "csv",
+    )
+    assert run.returncode == 0, run.stderr
+    printed = pd.read_csv(io.StringIO(run.stdout))
+    answer = {(r.source, r.event_type): r.events for r in printed.itertuples()}
+    expected: dict[tuple[str, str], int] = {}
+    for (_, event_type), (events, _, source) in served_counts(spark, seam_run, day.day).items():
+        expected[(source, event_type)] = expected.get((source, event_type), 0) + events
+    assert answer == expected
+
+    wrong = tributary(day, tmp_path, "sql", "SELECT nothing FROM serving_no_such_view")
+    assert wrong.returncode == 2
+    assert "serving_no_such_view" in wrong.stderr and "serving_user_sessions" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
 
 
 def test_a_reader_sees_one_consistent_answer_while_a_batch_run_writes(
