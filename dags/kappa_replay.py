@@ -30,6 +30,7 @@ keeps running untouched. Progress (records done / total, rate) is in the `replay
 | Start | `earliest` (the whole log), `timestamp` (per partition) or explicit `offsets` |
 | Timestamp / Offsets | for those starts; leave empty otherwise |
 | Version | the new version's name; empty: the next `vN`; an interrupted one's name resumes it |
+| Extend | instead of a new version: continue this one over the log written since its last run |
 | Dry run | only report offset ranges, record count and an estimated duration; write nothing |
 | Auto-promote | promote the version when it has caught up and its reconciliation gate passes |
 | Force | replay even though retention deleted part of the start (the gap is recorded) |
@@ -39,8 +40,11 @@ fail at once with the reason and change nothing. Promote or roll back later with
 `promote_version` and `rollback_version` DAGs; list versions with `python -m jobs.versions list`.
 
 **Schedule**: daily. In `kappa` mode (config `mode`, or the Mode field for one run) the
-scheduled run is the recomputation: a replay of the whole log, auto-promoted when its gate
-passes. In `lambda` mode the batch layer recomputes instead, and scheduled runs skip.
+scheduled run is the recomputation, a replay of the **recent log**: it extends the active
+version over the records the log gained since that version's last run (from its own
+checkpoint, in large micro-batches, so events the live stream found late are on time here).
+With no version active yet, it replays the whole log into a new version and promotes it when
+its gate passes. In `lambda` mode the batch layer recomputes instead, and scheduled runs skip.
 
 Each version written is announced on the `replay.versions` asset, which triggers the
 `reconcile` DAG: replay vs live, with its report and `dq.*` records.
@@ -83,6 +87,14 @@ Each version written is announced on the `replay.versions` asset, which triggers
             pattern="^[a-z][a-z0-9_]{0,39}$",
             title="Version",
             description="Name of the new version (e.g. v7); empty: the next vN",
+        ),
+        "extend": Param(
+            None,
+            type=["null", "string"],
+            pattern="^[a-z][a-z0-9_]{0,39}$",
+            title="Extend version",
+            description="Instead of a new version: continue this one over the log written "
+            "since its last run (Start stays earliest)",
         ),
         "dry_run": Param(
             False,
@@ -127,11 +139,7 @@ def kappa_replay() -> None:
                 f"{mode} mode: the batch layer recomputes the views; scheduled replays run "
                 "only in kappa mode (trigger this DAG by hand for a backfill)"
             )
-        args = ["--start", params["start"]]
-        for name in ("timestamp", "offsets", "version"):
-            if params.get(name):
-                args += [f"--{name}", str(params[name])]
-        args += [f"--{flag.replace('_', '-')}" for flag in ("dry_run", "force") if params[flag]]
+        args = replay_arguments(params, scheduled=context["dag_run"].run_type == "scheduled")
         outcome = run_job("jobs.replay", args, on_line=log.info)
         if outcome.returncode == EXIT_BAD_REQUEST:
             raise AirflowFailException("the replay was refused: see the reason above")
@@ -145,6 +153,7 @@ def kappa_replay() -> None:
         summary["auto_promote"] = bool(params["auto_promote"]) or (
             context["dag_run"].run_type == "scheduled"
         )
+        summary.setdefault("version", params.get("version"))
         return summary
 
     @task(execution_timeout=timedelta(hours=1))
@@ -152,12 +161,14 @@ def kappa_replay() -> None:
         from jobs.versions import EXIT_REFUSED
         from lakehouse.job_runner import run_job
 
-        if replayed["dry_run"] or not replayed["auto_promote"]:
+        if replayed["dry_run"]:
+            _skip("dry run: nothing to promote")
+        if replayed.get("active"):
+            _skip(f"{replayed['version']} is the active version: serving reads it already")
+        if not replayed["auto_promote"]:
             _skip(
-                "dry run: nothing to promote"
-                if replayed["dry_run"]
-                else f"auto-promote is off: promote {replayed['version']} with the "
-                "promote_version DAG when you are ready"
+                f"auto-promote is off: promote {replayed['version']} with the promote_version "
+                "DAG when you are ready"
             )
         outcome = run_job(
             "jobs.versions",
@@ -177,6 +188,8 @@ def kappa_replay() -> None:
     def announce(replayed: dict[str, Any]) -> None:
         if replayed["dry_run"]:
             _skip("dry run: no version was written")
+        if replayed.get("new_records") == 0:
+            _skip(f"{replayed['version']} had nothing new to read: nothing changed")
         get_current_context()["outlet_events"][REPLAY_ASSET].extra = {
             "version": replayed["version"]
         }
@@ -185,6 +198,21 @@ def kappa_replay() -> None:
     # TaskFlow passes the XCom at run time; mypy sees the XComArg placeholder.
     announce(replayed)  # type: ignore[arg-type]
     promote(replayed)  # type: ignore[arg-type]
+
+
+def replay_arguments(params: dict[str, Any], scheduled: bool) -> list[str]:
+    """jobs.replay's arguments for a run. The scheduled run (kappa mode only) extends the
+    active version; a triggered one passes the form on, and the job refuses what conflicts."""
+    if scheduled:
+        return ["--scheduled"]
+    args = ["--extend", str(params["extend"])] if params.get("extend") else []
+    if not (params.get("extend") and params["start"] == "earliest"):
+        args += ["--start", params["start"]]
+    for name in ("timestamp", "offsets", "version"):
+        if params.get(name):
+            args += [f"--{name}", str(params[name])]
+    args += [f"--{flag.replace('_', '-')}" for flag in ("dry_run", "force") if params[flag]]
+    return args
 
 
 def _skip(reason: str) -> NoReturn:

@@ -5,12 +5,21 @@
     python -m jobs.replay --start timestamp --timestamp 2026-11-25T10:00Z --version v7
     python -m jobs.replay --start offsets --offsets '{"0": 120, "1": 0, "2": 42}'
     python -m jobs.replay --live                               # keep consuming after the end
+    python -m jobs.replay --extend v7                          # v7 over the log written since
+    python -m jobs.replay --scheduled                          # the kappa DAG's scheduled run
 
 Writes `replay_<version>.*` (bronze copy, quarantine, silver, the views, late events,
 progress) with its own checkpoint and writer id; the live stream keeps running untouched.
 Killed, it resumes where it stopped when run again with the same --version. Before starting,
 the retention guard refuses a start the log no longer holds (--force replays what exists and
 records the gap). Promote the result with `python -m jobs.versions promote <version>`.
+
+--extend continues a caught-up version over the records the log gained since its last run,
+into the same tables, from its own checkpoint: a replay of the recent log, not of all of it.
+Windows its last run left open are completed with the state it kept; events older than its
+watermark go to its late events. --scheduled is what the kappa_replay DAG's schedule runs in
+kappa mode: extend the active version, or replay the whole log into the next version when
+no version is active yet.
 
 Exit status: 0 done, 1 cannot run (Kafka, Spark, storage, another replay running), 2 bad
 request (nothing written), 3 the replay failed (run it again to resume).
@@ -20,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import sys
 import time
@@ -38,6 +48,7 @@ from lakehouse.replay import (
     ReplayStart,
     check_version_name,
     measured_rate,
+    plan_extension,
     plan_replay,
     records_done,
 )
@@ -51,6 +62,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from lakehouse.versions import VersionInfo
+
 EXIT_CANNOT_RUN, EXIT_BAD_REQUEST, EXIT_FAILED = 1, 2, 3
 RESULT_PREFIX = "replay result: "
 
@@ -61,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--start", default="earliest", help="earliest | timestamp | offsets")
+    parser.add_argument("--start", help="earliest (the default) | timestamp | offsets")
     parser.add_argument("--timestamp", type=iso_moment, help="with --start timestamp (UTC)")
     parser.add_argument("--offsets", help='with --start offsets: {"<partition>": <offset>, ...}')
     parser.add_argument("--version", help="the new version's name (default: the next vN)")
@@ -72,6 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="replay what exists when retention deleted the start"
     )
     parser.add_argument("--max-offsets-per-trigger", type=int, help="records per micro-batch")
+    parser.add_argument(
+        "--extend",
+        metavar="VERSION",
+        help="continue VERSION over the log written since its last run",
+    )
+    parser.add_argument(
+        "--scheduled",
+        action="store_true",
+        help="extend the active version (or, with none active, replay the whole log)",
+    )
     return parser
 
 
@@ -79,18 +102,20 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     now = datetime.now(UTC)
     try:
-        start = ReplayStart.parse(args.start, args.timestamp, args.offsets, now)
-        if args.version:
-            check_version_name(args.version)
         if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger < 1:
             raise ReplayRequestError("--max-offsets-per-trigger must be at least 1")
+        if args.extend or args.scheduled:
+            _check_continuation(args)
+            settings = get_settings()
+            return continue_log(settings, args.extend, args.dry_run, args.max_offsets_per_trigger)
+        start = ReplayStart.parse(args.start or "earliest", args.timestamp, args.offsets, now)
+        if args.version:
+            check_version_name(args.version)
         settings = get_settings()
         topic = args.topic or settings.kafka.topic
         plan = plan_replay(settings, topic, start, force=args.force, rate=measured_rate(settings))
         if args.dry_run:
-            print(plan.report())
-            print("dry run: nothing written", flush=True)
-            print(RESULT_PREFIX + json.dumps(_plan_summary(plan, args.version)), flush=True)
+            _dry_run(plan, args.version)
             return 0
         if settings.storage.on_s3:
             ensure_bucket(settings)
@@ -114,13 +139,102 @@ def main(argv: list[str]) -> int:
         return EXIT_CANNOT_RUN
 
 
+def _check_continuation(args: argparse.Namespace) -> None:
+    """--extend and --scheduled start where a version ended: nothing else may say where."""
+    given = {
+        "--start": args.start,
+        "--timestamp": args.timestamp,
+        "--offsets": args.offsets,
+        "--version": args.version,
+        "--topic": args.topic,
+        "--force": args.force,
+        "--live": args.live,
+        "--scheduled": args.scheduled and args.extend,
+    }
+    conflicting = [flag for flag, value in given.items() if value]
+    if conflicting:
+        which = "--extend" if args.extend else "--scheduled"
+        raise ReplayRequestError(
+            f"{which} continues from where a version ended; it takes no {', '.join(conflicting)}"
+        )
+    if args.extend:
+        check_version_name(args.extend)
+
+
+def continue_log(
+    settings: Settings, extend: str | None, dry_run: bool, max_offsets: int | None = None
+) -> int:
+    """Extend `extend`; or, with None (the scheduled run), the active version, or the whole
+    log into the next version when none is active yet."""
+    from lakehouse.versions import LIVE, active_version, next_version
+
+    if settings.storage.on_s3:
+        ensure_bucket(settings)
+    rate = measured_rate(settings)
+    with contextlib.ExitStack() as held:
+        if not dry_run:
+            held.enter_context(exclusive_writer(settings, REPLAY))
+        spark = get_spark(REPLAY, settings)
+        version = extend or active_version(spark, settings)
+        if version == LIVE:
+            print("no replay version is active yet: replaying the whole log into a new one")
+            plan = plan_replay(settings, settings.kafka.topic, ReplayStart("earliest"), rate=rate)
+            if dry_run:
+                _dry_run(plan, None)
+                return 0
+            return run_replay(
+                spark, settings, plan, next_version(spark, settings), False, max_offsets
+            )
+        info = extendable(spark, settings, version)
+        assert info.topic is not None
+        plan = plan_extension(settings, info.topic, version, info.end_offsets, rate)
+        if dry_run:
+            _dry_run(plan, version)
+            return 0
+        if not plan.records:
+            print(f"==> {version}: the log has nothing new since its last run; nothing to do")
+            print(
+                RESULT_PREFIX
+                + json.dumps({"version": version, "extended": True, "new_records": 0}),
+                flush=True,
+            )
+            return 0
+        return run_replay(
+            spark, settings, plan, version, False, max_offsets, extension=info.extensions + 1
+        )
+
+
+def extendable(spark: SparkSession, settings: Settings, version: str) -> VersionInfo:
+    from lakehouse.versions import list_versions
+
+    found = {v.version: v for v in list_versions(spark, settings)}
+    info = found.get(version)
+    if info is None:
+        raise ReplayRequestError(
+            f"no version {version!r} to extend; versions: {', '.join(found) or 'none yet'}"
+        )
+    # "extending": an extension was interrupted, and running it again resumes it.
+    if info.status not in ("caught_up", "extending"):
+        raise ReplayRequestError(
+            f"{version} cannot be extended: its status is {info.status} (only a version that "
+            "caught up can; resume an interrupted replay with --version)"
+        )
+    return info
+
+
+def _dry_run(plan: ReplayPlan, version: str | None) -> None:
+    print(plan.report())
+    print("dry run: nothing written", flush=True)
+    print(RESULT_PREFIX + json.dumps(_plan_summary(plan, version)), flush=True)
+
+
 def _version_to_write(spark: SparkSession, settings: Settings, asked: str | None) -> str:
     from lakehouse.versions import list_versions, next_version
 
     if asked is None:
         return next_version(spark, settings)
     existing = {v.version: v for v in list_versions(spark, settings)}
-    if asked in existing and existing[asked].status in ("caught_up", "removed"):
+    if asked in existing and existing[asked].status in ("caught_up", "extending", "removed"):
         raise ReplayRequestError(
             f"version {asked} already exists ({existing[asked].status}): choose another name"
         )
@@ -134,12 +248,17 @@ def run_replay(
     version: str,
     live: bool = False,
     max_offsets_per_trigger: int | None = None,
+    extension: int = 0,
 ) -> int:
-    """Replay `plan` into `version` (resuming it if it was interrupted); an exit status."""
-    from lakehouse.versions import record_version_event
+    """Replay `plan` into `version` (resuming it if it was interrupted); an exit status.
+    `extension` n > 0: the plan continues the caught-up `version`, for the n-th time."""
+    from lakehouse.versions import active_version, record_version_event
 
     outputs = SpeedOutputs.replay(version)
-    record_version_event(spark, settings, version, "planned", plan)
+    if extension:
+        record_version_event(spark, settings, version, "extending", plan, sequence=extension)
+    else:
+        record_version_event(spark, settings, version, "planned", plan)
     print(plan.report(), flush=True)
     print(f"==> replay {version}: writing {outputs.name}.*", flush=True)
     began = time.monotonic()
@@ -164,23 +283,35 @@ def run_replay(
         print(f"==> replay {version} stopped before the end; run it again to resume")
         return 0
     summary = replay_summary(spark, settings, outputs)
+    reached = _reached(query, plan.topic)
+    # This run's records: a whole replay's, or what an extension added.
+    new_records = records_done(plan, reached)
     record_version_event(
         spark,
         settings,
         version,
-        "caught_up",
+        "extended" if extension else "caught_up",
         plan,
+        sequence=extension,
         records=summary["records"],
         seconds=seconds,
-        rate=summary["records"] / seconds if seconds > 0 else None,
+        rate=new_records / seconds if seconds > 0 else None,
         watermark_micros=summary["watermark_micros"],
+        end_offsets={**plan.end_offsets, **reached},
     )
+    active = version == active_version(spark, settings)
+    done = "extended" if extension else "caught up"
     print(
-        f"==> replay {version} caught up: {summary['records']} records in {seconds:.1f} s; "
-        f"promote it with `python -m jobs.versions promote {version}`",
+        f"==> replay {version} {done}: {new_records} records in {seconds:.1f} s; "
+        + (
+            "it is the active version: serving reads it now"
+            if active
+            else f"promote it with `python -m jobs.versions promote {version}`"
+        ),
         flush=True,
     )
-    print(RESULT_PREFIX + json.dumps({"version": version, **summary, "seconds": seconds}))
+    result = {"version": version, **summary, "seconds": seconds, "new_records": new_records}
+    print(RESULT_PREFIX + json.dumps({**result, "extended": bool(extension), "active": active}))
     if live:
         print(f"==> replay {version} keeps consuming the live log until stopped", flush=True)
         from jobs.speed_layer import run_until_stopped

@@ -126,6 +126,11 @@ def remove(spark: SparkSession, settings: Settings, version: str) -> str:
         raise VersionError(f"{version} is already removed")
     if info.status == "running":
         raise VersionError(f"{version} is still running: stop it first")
+    if info.status == "extending":
+        raise VersionError(
+            f"{version} is being extended, or its extension was interrupted: let it finish "
+            f"(`python -m jobs.replay --extend {version}` resumes it)"
+        )
     outputs = outputs_of(version)
     _delete(spark, outputs.progress.path(settings).rsplit("/", 1)[0])
     _delete(spark, outputs.checkpoint(settings))
@@ -172,6 +177,7 @@ def show(versions: list[VersionInfo], sizes: dict[str, float | None]) -> str:
     ]
     for v in versions:
         gaps = f", gap {sum(v.gaps.values())} records" if v.gaps else ""
+        gaps += f", extended {v.extensions}x" if v.extensions else ""
         size = sizes.get(v.version)
         lines.append(
             f"{'*' if v.active else '':2}{v.version:<10}{v.status:<11}"

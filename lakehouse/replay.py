@@ -42,6 +42,7 @@ class ReplayStart:
     kind: StartKind
     timestamp: datetime | None = None
     offsets: dict[int, int] | None = None
+    continues: str | None = None  # an extension: the version whose last run ended at `offsets`
 
     @classmethod
     def parse(
@@ -70,6 +71,10 @@ class ReplayStart:
         raise ReplayRequestError(f"unknown start {kind!r}: earliest, timestamp or offsets")
 
     def describe(self) -> str:
+        if self.continues:
+            return (
+                f"the end of {self.continues}: offsets {json.dumps(self.offsets, sort_keys=True)}"
+            )
         if self.kind == "timestamp" and self.timestamp is not None:
             return f"timestamp {self.timestamp.isoformat()}"
         if self.kind == "offsets":
@@ -212,6 +217,39 @@ def plan_replay(
         )
     if plan.gaps:
         plan.notes.append(f"forced: replaying without {sum(plan.gaps.values())} deleted records")
+    return plan
+
+
+def plan_extension(
+    settings: Settings,
+    topic: str,
+    version: str,
+    ended_at: dict[int, int],
+    rate: float | None = None,
+) -> ReplayPlan:
+    """Continue `version` over what the log gained since its last run ended at `ended_at`
+    (per partition; a partition added since starts at 0). Its own checkpoint says where to
+    resume; this plan is for the progress report and the guard: if retention has deleted
+    records after that end, the version cannot continue and a new replay is needed."""
+    bounds = log_bounds(settings, topic)
+    start = ReplayStart("offsets", offsets=dict(ended_at), continues=version)
+    partitions = [
+        PartitionPlan(
+            p,
+            max(ended_at.get(p, 0), earliest),
+            max(end, ended_at.get(p, 0)),
+            ended_at.get(p, 0),
+            earliest,
+        )
+        for p, (earliest, end) in sorted(bounds.items())
+    ]
+    plan = ReplayPlan(topic, start, partitions, rate=rate or DEFAULT_RATE)
+    if plan.gaps:
+        lost = ", ".join(f"partition {p}: {n} records" for p, n in sorted(plan.gaps.items()))
+        raise ReplayRequestError(
+            f"retention has deleted records {version} has not read yet ({lost}), so it cannot "
+            "continue without a gap: replay into a new version instead"
+        )
     return plan
 
 

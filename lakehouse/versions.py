@@ -1,7 +1,8 @@
 """Replay versions and the serving pointer.
 
 ops.replay_versions (written by jobs/replay.py) is each version's life as events: planned
-(offset ranges, retention gaps), caught_up (records, rate, watermark), failed.
+(offset ranges, retention gaps), caught_up (records, rate, watermark), failed; and for each
+extension over the log written since (`jobs.replay --extend`), extending then extended.
 ops.serving_pointer (written by jobs/versions.py) is one row per promotion, rollback or
 removal; its newest row names the active version. A switch is one Delta commit, so a reader
 sees the old or the new version, never a mix. "live" is the speed layer's own tables.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import getpass
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -62,13 +63,16 @@ class VersionInfo:
     created_at: datetime
     by: str
     start: str
-    status: str  # running, caught_up, failed, removed
-    records: int | None
-    rate: float | None
+    status: str  # running, caught_up, failed, extending, removed
+    records: int | None  # read from the log so far, extensions included
+    rate: float | None  # of its last run
     gaps: dict[int, int]
     forced: bool
     watermark: datetime | None
     active: bool
+    end_offsets: dict[int, int] = field(default_factory=dict)  # where its last run ended
+    topic: str | None = None
+    extensions: int = 0  # extensions finished
 
 
 # --- version events (writer: jobs/replay.py) -----------------------------------------------
@@ -80,8 +84,11 @@ def record_version_event(
     version: str,
     event: str,
     plan: ReplayPlan | None = None,
+    sequence: int = 0,
     **values: Any,
 ) -> None:
+    """Append one event, once: a resumed run does not repeat it. `sequence` tells apart the
+    events of one kind a version has several of (its extensions: 1, 2, ...)."""
     row: dict[str, Any] = {
         "version": version,
         "event": event,
@@ -96,8 +103,7 @@ def record_version_event(
         **values,
     }
     df = small_frame(spark, [row], VERSION_EVENTS_SCHEMA)
-    # An event is recorded once per (version, event): a resumed replay does not repeat it.
-    append_once(df, VERSIONS, settings, f"replay:{version}:{event}", 0)
+    append_once(df, VERSIONS, settings, f"replay:{version}:{event}", sequence)
 
 
 def version_events(spark: SparkSession, settings: Settings) -> list[dict[str, Any]]:
@@ -141,20 +147,25 @@ def outputs_of(version: str) -> SpeedOutputs:
 def list_versions(spark: SparkSession, settings: Settings) -> list[VersionInfo]:
     active = active_version(spark, settings)
     removed = {r["version"] for r in pointer_history(spark, settings) if r["action"] == "remove"}
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, list[dict[str, Any]]] = {}
     for e in version_events(spark, settings):
-        found.setdefault(e["version"], {}).setdefault(e["event"], e)
+        found.setdefault(e["version"], []).append(e)
     infos = []
     for version, events in found.items():
-        planned = events.get("planned") or next(iter(events.values()))
-        done = events.get("caught_up")
+        kinds = [e["event"] for e in events]
+        planned = next((e for e in events if e["event"] == "planned"), events[0])
+        # The newest run that reached the end of the log: the replay or its last extension.
+        done = next((e for e in reversed(events) if e["event"] in ("caught_up", "extended")), None)
+        extensions = kinds.count("extended")
         status = (
             "removed"
             if version in removed
+            else "extending"
+            if kinds.count("extending") > extensions
             else "caught_up"
             if done
             else "failed"
-            if "failed" in events
+            if "failed" in kinds
             else "running"
         )
         wm = done.get("watermark_micros") if done else None
@@ -171,6 +182,9 @@ def list_versions(spark: SparkSession, settings: Settings) -> list[VersionInfo]:
                 forced=bool(planned.get("forced")),
                 watermark=from_micros(wm) if wm is not None else None,
                 active=version == active,
+                end_offsets=dict((done or planned).get("end_offsets") or {}),
+                extensions=extensions,
+                topic=planned.get("topic"),
             )
         )
     return sorted(infos, key=lambda i: i.created_at)

@@ -114,6 +114,18 @@ def test_a_replay_from_a_timestamp_writes_a_caught_up_version(
     assert event["uri"] == "tributary://replay/versions", event
     assert event["extra"] == {"version": version}, event
 
+    # The form's Extend continues the version over what the log gained since.
+    more = list(generate_events(10, seed=random.randint(1, 10**9), start=datetime.now(UTC)))
+    assert produce_json(services_settings, more) == 10
+    run, tis, logs = _run(api, DAG_ID, {"extend": version})
+    assert run["state"] == "success", af.tasks_report(tis, logs, lines=60)
+    assert f"replay {version} extended" in logs["replay"], logs["replay"]
+    summary = _xcom(api, DAG_ID, run["dag_run_id"], "replay")
+    assert summary["extended"] and summary["new_records"] >= 10, summary
+    extended = _versions(spark, services_settings)[version]
+    assert (extended.status, extended.extensions) == ("caught_up", 1), extended
+    assert extended.records is not None and extended.records >= info.records + 10, extended
+
 
 def test_a_dry_run_reports_and_writes_nothing(
     api: af.Api, spark: SparkSession, services_settings: Settings, version: str, kafka_up: str

@@ -4,6 +4,7 @@ refuses a start retention has deleted, and never touches the live stream's table
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -291,6 +292,12 @@ def test_the_retention_guard_refuses_a_deleted_start_and_force_records_the_gap(
         (["--start", "earliest", "--offsets", '{"0": 1}'], "neither a timestamp nor offsets"),
         (["--start", "offsets", "--offsets", "[1, 2]"], "JSON object of partition"),
         (["--start", "sideways"], "unknown start"),
+        (["--extend", "Not A Name"], "not a simple identifier"),
+        (["--extend", "v1", "--start", "timestamp"], "takes no --start"),
+        (["--extend", "v1", "--version", "v2"], "takes no --version"),
+        (["--extend", "v1", "--scheduled"], "takes no --scheduled"),
+        (["--scheduled", "--force"], "--scheduled continues from where a version ended"),
+        (["--extend", "nowhere"], "no version 'nowhere' to extend"),
     ],
 )
 def test_bad_replay_parameters_are_refused_and_write_nothing(
@@ -309,6 +316,119 @@ def test_bad_replay_parameters_are_refused_and_write_nothing(
     assert message in job.stderr and "nothing written" in job.stderr, job.stderr
     assert "Traceback" not in job.stderr
     assert not Path(settings.storage.root).exists()
+
+
+# --- extensions: a replay of the recent log ---------------------------------------------------
+
+
+def _produce_part(
+    settings: Settings, tmp: Path, seed: int, start: datetime, end: datetime, count: int
+) -> None:
+    rate = count / (end - start).total_seconds()
+    cfg = GeneratorConfig(
+        count=count, seed=seed, start=start, rate=rate, users=20, **ANOMALY_PRESETS["all"]
+    )
+    produce(settings, cfg, tmp / f"ledger-{seed}.jsonl")
+
+
+def _replay_result(stdout: str) -> dict[str, Any]:
+    from jobs.replay import RESULT_PREFIX
+
+    [line] = [x for x in stdout.splitlines() if x.startswith(RESULT_PREFIX)]
+    parsed: dict[str, Any] = json.loads(line[len(RESULT_PREFIX) :])
+    return parsed
+
+
+def test_an_extension_reads_only_the_recent_log_and_its_windows_equal_the_batch(
+    spark: SparkSession, kafka_up: str, tmp_path: Path
+) -> None:
+    settings = settings_for(tmp_path, new_topic("extend"))
+    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    start, middle = this_hour - 3 * HOUR, this_hour - HOUR
+    _produce_part(settings, tmp_path, 21, start, middle, 1000)
+    plan = plan_replay(settings, settings.kafka.topic, ReplayStart("earliest"))
+    assert run_replay(spark, settings, plan, "v1") == 0
+    _produce_part(settings, tmp_path, 22, middle, datetime.now(UTC), 400)
+
+    extended = subprocess.run(
+        [sys.executable, "-m", "jobs.replay", "--extend", "v1"],
+        cwd=REPO,
+        env=job_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert extended.returncode == 0, extended.stderr[-3000:]
+    result = _replay_result(extended.stdout)
+    # Only what the log gained since v1's run was read, and v1 now holds all of it.
+    assert result["new_records"] == 400 and result["extended"] and not result["active"]
+    [info] = [v for v in list_versions(spark, settings) if v.version == "v1"]
+    assert (info.status, info.extensions, info.records) == ("caught_up", 1, 1400)
+    ends = plan_replay(settings, settings.kafka.topic, ReplayStart("earliest")).end_offsets
+    assert info.end_offsets == ends
+
+    # The extended version against the batch layer and the live stream, window by window:
+    # equal, or the difference is an event v1 recorded as late (part two's late events were
+    # older than v1's watermark).
+    start_query(spark, settings, SpeedOutputs.live(), available_now=True).awaitTermination()
+    recompute_interval(spark, settings, Interval(start, this_hour), "batch")
+    replay = stream_source(SpeedOutputs.replay("v1"), "replay_v1")
+    for left, right in ((batch_source(), replay), (replay, speed_source())):
+        run = reconcile(
+            spark, settings, left, right, list(VIEWS), f"ext-{left.name}", datetime.now(UTC)
+        )
+        try:
+            verdict = gate(run, require_compared=True)
+            assert verdict.passed, verdict.message()
+            assert run.compared > 100
+        finally:
+            run.release()
+    late = read_table(spark, SpeedOutputs.replay("v1").late, settings)
+    assert late.count() > 0, "part two's late events are recorded, not dropped"
+
+    # Nothing new in the log: nothing to do, nothing recorded.
+    again = subprocess.run(
+        [sys.executable, "-m", "jobs.replay", "--extend", "v1"],
+        cwd=REPO,
+        env=job_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "nothing new" in again.stdout and _replay_result(again.stdout)["new_records"] == 0
+    [info] = [v for v in list_versions(spark, settings) if v.version == "v1"]
+    assert info.extensions == 1
+
+
+def test_the_scheduled_kappa_run_extends_the_active_version(
+    spark: SparkSession, kafka_up: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobs.replay import continue_log
+
+    settings = settings_for(tmp_path, new_topic("scheduled"))
+    kappa = settings.model_copy(update={"mode": "kappa"})
+    now = datetime.now(UTC)
+    _produce_part(settings, tmp_path, 31, now - 2 * HOUR, now - HOUR, 300)
+    # No version is active yet: the scheduled run replays the whole log into a new version.
+    assert continue_log(settings, None, dry_run=True) == 0
+    assert "no replay version is active yet" in capsys.readouterr().out
+    assert list_versions(spark, settings) == [], "a dry run writes nothing"
+    assert continue_log(settings, None, dry_run=False) == 0
+    [first] = list_versions(spark, settings)
+    assert (first.version, first.status, first.records) == ("v1", "caught_up", 300)
+
+    start_query(spark, settings, SpeedOutputs.live(), available_now=True).awaitTermination()
+    promote(spark, kappa, "v1", force=False)
+    _produce_part(settings, tmp_path, 32, now - HOUR, datetime.now(UTC), 200)
+    capsys.readouterr()
+    assert continue_log(kappa, None, dry_run=False) == 0
+    out = capsys.readouterr().out
+    assert "it is the active version: serving reads it now" in out
+    assert _replay_result(out)["new_records"] == 200
+    [extended] = list_versions(spark, settings)
+    assert (extended.version, extended.extensions, extended.records) == ("v1", 1, 500)
+    assert active_version(spark, settings) == "v1"
 
 
 def test_a_replay_leaves_the_running_live_stream_untouched(
