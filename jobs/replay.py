@@ -275,7 +275,8 @@ def run_replay(
     try:
         caught_up = follow(query, plan, version, settings.replay.progress_every_seconds, stop, live)
     except QueryFailedError as err:
-        record_version_event(spark, settings, version, "failed", plan, note=str(err)[:2000])
+        note = str(err)[:2000]
+        record_version_event(spark, settings, version, "failed", plan, extension, note=note)
         print(f"replay {version} failed: {err}; run it again to resume", file=sys.stderr)
         return EXIT_FAILED
     seconds = time.monotonic() - began
