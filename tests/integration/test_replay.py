@@ -104,6 +104,22 @@ def v1(spark: SparkSession, log: Log) -> str:
     return "v1"
 
 
+def assert_equals_batch_and_live(spark: SparkSession, settings: Settings, version: str) -> None:
+    """Batch vs the version and the version vs live, window by window: every window equal, or
+    its difference an event recorded as late (the reconciliation gate), over 100+ windows."""
+    replay = stream_source(SpeedOutputs.replay(version), f"replay_{version}")
+    for left, right in ((batch_source(), replay), (replay, speed_source())):
+        run = reconcile(
+            spark, settings, left, right, list(VIEWS), f"test-{left.name}", datetime.now(UTC)
+        )
+        try:
+            verdict = gate(run, require_compared=True)
+            assert verdict.passed, verdict.message()
+            assert run.compared > 100
+        finally:
+            run.release()
+
+
 def counts(spark: SparkSession, settings: Settings, outputs: SpeedOutputs) -> set[tuple]:
     df = read_table(spark, outputs.counts, settings)
     return {tuple(r) for r in df.collect()}
@@ -112,17 +128,7 @@ def counts(spark: SparkSession, settings: Settings, outputs: SpeedOutputs) -> se
 def test_a_replay_from_earliest_equals_the_batch_recompute(
     spark: SparkSession, log: Log, v1: str
 ) -> None:
-    replay = stream_source(SpeedOutputs.replay(v1), "replay_v1")
-    for left, right in ((batch_source(), replay), (replay, speed_source())):
-        run = reconcile(
-            spark, log.settings, left, right, list(VIEWS), f"test-{left.name}", datetime.now(UTC)
-        )
-        try:
-            verdict = gate(run, require_compared=True)
-            assert verdict.passed, verdict.message()
-            assert run.compared > 100
-        finally:
-            run.release()
+    assert_equals_batch_and_live(spark, log.settings, v1)
     # The whole log in one micro-batch: nothing is late, so the replay's closed windows are
     # the batch's, exactly.
     batch = spark.read.format("delta").load(f"{log.settings.storage.root}/batch/event_counts_1m")
@@ -331,6 +337,17 @@ def _produce_part(
     produce(settings, cfg, tmp / f"ledger-{seed}.jsonl")
 
 
+def _extend(settings: Settings, version: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.replay", "--extend", version],
+        cwd=REPO,
+        env=job_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
 def _replay_result(stdout: str) -> dict[str, Any]:
     from jobs.replay import RESULT_PREFIX
 
@@ -350,14 +367,7 @@ def test_an_extension_reads_only_the_recent_log_and_its_windows_equal_the_batch(
     assert run_replay(spark, settings, plan, "v1") == 0
     _produce_part(settings, tmp_path, 22, middle, datetime.now(UTC), 400)
 
-    extended = subprocess.run(
-        [sys.executable, "-m", "jobs.replay", "--extend", "v1"],
-        cwd=REPO,
-        env=job_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    extended = _extend(settings, "v1")
     assert extended.returncode == 0, extended.stderr[-3000:]
     result = _replay_result(extended.stdout)
     # Only what the log gained since v1's run was read, and v1 now holds all of it.
@@ -372,29 +382,12 @@ def test_an_extension_reads_only_the_recent_log_and_its_windows_equal_the_batch(
     # older than v1's watermark).
     start_query(spark, settings, SpeedOutputs.live(), available_now=True).awaitTermination()
     recompute_interval(spark, settings, Interval(start, this_hour), "batch")
-    replay = stream_source(SpeedOutputs.replay("v1"), "replay_v1")
-    for left, right in ((batch_source(), replay), (replay, speed_source())):
-        run = reconcile(
-            spark, settings, left, right, list(VIEWS), f"ext-{left.name}", datetime.now(UTC)
-        )
-        try:
-            verdict = gate(run, require_compared=True)
-            assert verdict.passed, verdict.message()
-            assert run.compared > 100
-        finally:
-            run.release()
+    assert_equals_batch_and_live(spark, settings, "v1")
     late = read_table(spark, SpeedOutputs.replay("v1").late, settings)
     assert late.count() > 0, "part two's late events are recorded, not dropped"
 
     # Nothing new in the log: nothing to do, nothing recorded.
-    again = subprocess.run(
-        [sys.executable, "-m", "jobs.replay", "--extend", "v1"],
-        cwd=REPO,
-        env=job_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    again = _extend(settings, "v1")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "nothing new" in again.stdout and _replay_result(again.stdout)["new_records"] == 0
     [info] = [v for v in list_versions(spark, settings) if v.version == "v1"]
