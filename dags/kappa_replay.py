@@ -153,7 +153,6 @@ def kappa_replay() -> None:
         summary["auto_promote"] = bool(params["auto_promote"]) or (
             context["dag_run"].run_type == "scheduled"
         )
-        summary.setdefault("version", params.get("version"))
         return summary
 
     @task(execution_timeout=timedelta(hours=1))
