@@ -233,16 +233,10 @@ def plan_extension(
     records after that end, the version cannot continue and a new replay is needed."""
     bounds = log_bounds(settings, topic)
     start = ReplayStart("offsets", offsets=dict(ended_at), continues=version)
-    partitions = [
-        PartitionPlan(
-            p,
-            max(ended_at.get(p, 0), earliest),
-            max(end, ended_at.get(p, 0)),
-            ended_at.get(p, 0),
-            earliest,
-        )
-        for p, (earliest, end) in sorted(bounds.items())
-    ]
+    partitions = []
+    for p, (earliest, end) in sorted(bounds.items()):
+        ended = ended_at.get(p, 0)
+        partitions.append(PartitionPlan(p, max(ended, earliest), max(end, ended), ended, earliest))
     plan = ReplayPlan(topic, start, partitions, rate=rate or DEFAULT_RATE)
     if plan.gaps:
         lost = ", ".join(f"partition {p}: {n} records" for p, n in sorted(plan.gaps.items()))
