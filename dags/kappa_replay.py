@@ -43,8 +43,11 @@ fail at once with the reason and change nothing. Promote or roll back later with
 scheduled run is the recomputation, a replay of the **recent log**: it extends the active
 version over the records the log gained since that version's last run (from its own
 checkpoint, in large micro-batches, so events the live stream found late are on time here).
-With no version active yet, it replays the whole log into a new version and promotes it when
-its gate passes. In `lambda` mode the batch layer recomputes instead, and scheduled runs skip.
+The extension passes the same reconciliation gate as a promotion before serving reads it; if
+it fails, serving keeps reading the version as it was and the `promote` task fails with the
+reason. With no version active yet, it replays the whole log into a new version and promotes
+it when its gate passes. In `lambda` mode the batch layer recomputes instead, and scheduled
+runs skip.
 
 Each version written is announced on the `replay.versions` asset, which triggers the
 `reconcile` DAG: replay vs live, with its report and `dq.*` records.
@@ -126,7 +129,7 @@ Each version written is announced on the `replay.versions` asset, which triggers
 def kappa_replay() -> None:
     @task(execution_timeout=timedelta(hours=6))
     def replay() -> dict[str, Any]:
-        from jobs.replay import EXIT_BAD_REQUEST, RESULT_PREFIX
+        from jobs.replay import EXIT_BAD_REQUEST, EXIT_NOT_SERVED, RESULT_PREFIX
         from lakehouse.config import get_settings
         from lakehouse.job_runner import run_job
 
@@ -143,7 +146,8 @@ def kappa_replay() -> None:
         outcome = run_job("jobs.replay", args, on_line=log.info)
         if outcome.returncode == EXIT_BAD_REQUEST:
             raise AirflowFailException("the replay was refused: see the reason above")
-        if outcome.returncode != 0:
+        # Not served: written, so it is still announced; the promote task reports the gate.
+        if outcome.returncode not in (0, EXIT_NOT_SERVED):
             raise RuntimeError(f"jobs.replay stopped with status {outcome.returncode}")
         result = outcome.last(RESULT_PREFIX)
         assert result is not None, "the replay printed no result line"
@@ -162,8 +166,15 @@ def kappa_replay() -> None:
 
         if replayed["dry_run"]:
             _skip("dry run: nothing to promote")
+        if replayed.get("active") and replayed.get("served"):
+            _skip(f"{replayed['version']} is the active version and passed its gate: served")
         if replayed.get("active"):
-            _skip(f"{replayed['version']} is the active version: serving reads it already")
+            raise AirflowFailException(
+                f"{replayed['version']} was extended but its reconciliation gate failed (see "
+                "the replay task's log and the reconcile DAG's report): serving still reads it "
+                "as its last passed gate saw it. Promote it with promote_version (Force to "
+                "serve it anyway) once the cause is understood."
+            )
         if not replayed["auto_promote"]:
             _skip(
                 f"auto-promote is off: promote {replayed['version']} with the promote_version "

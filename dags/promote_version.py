@@ -19,6 +19,10 @@ has caught up and its **reconciliation gate** passes (replay vs live, and in lam
 replay vs batch: every window equal, or its difference explained by a recorded late event).
 *Force* promotes past a failed gate; the pointer records that, and the gate's verdict.
 The previous version is kept: the `rollback_version` DAG switches back.
+
+Serving reads a version as its gate last saw it. Promoting the **active** version checks
+again what its extensions added since (one whose gate failed in the `kappa_replay` run) and
+serves it if the gate passes (or with *Force*).
 """
 
 

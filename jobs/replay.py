@@ -21,8 +21,12 @@ watermark go to its late events. --scheduled is what the kappa_replay DAG's sche
 kappa mode: extend the active version, or replay the whole log into the next version when
 no version is active yet.
 
+An extension of the active version is checked before serving reads it: it passes the same
+reconciliation gate as a promotion, or serving keeps reading the version as it was.
+
 Exit status: 0 done, 1 cannot run (Kafka, Spark, storage, another replay running), 2 bad
-request (nothing written), 3 the replay failed (run it again to resume).
+request (nothing written), 3 the replay failed (run it again to resume), 4 an extension of
+the active version was written but failed its gate (serving does not read it).
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ if TYPE_CHECKING:
 
     from lakehouse.versions import VersionInfo
 
-EXIT_CANNOT_RUN, EXIT_BAD_REQUEST, EXIT_FAILED = 1, 2, 3
+EXIT_CANNOT_RUN, EXIT_BAD_REQUEST, EXIT_FAILED, EXIT_NOT_SERVED = 1, 2, 3, 4
 RESULT_PREFIX = "replay result: "
 
 
@@ -252,7 +256,7 @@ def run_replay(
 ) -> int:
     """Replay `plan` into `version` (resuming it if it was interrupted); an exit status.
     `extension` n > 0: the plan continues the caught-up `version`, for the n-th time."""
-    from lakehouse.versions import active_version, record_version_event
+    from lakehouse.versions import record_version_event
 
     outputs = SpeedOutputs.replay(version)
     if extension:
@@ -300,19 +304,32 @@ def run_replay(
         watermark_micros=summary["watermark_micros"],
         end_offsets={**plan.end_offsets, **reached},
     )
-    active = version == active_version(spark, settings)
     done = "extended" if extension else "caught up"
-    print(
-        f"==> replay {version} {done}: {new_records} records in {seconds:.1f} s; "
-        + (
-            "it is the active version: serving reads it now"
-            if active
-            else f"promote it with `python -m jobs.versions promote {version}`"
-        ),
-        flush=True,
-    )
+    print(f"==> replay {version} {done}: {new_records} records in {seconds:.1f} s", flush=True)
+    # Serving reads the active version as its last gate saw it: what an extension of it
+    # added is served only if it passes the same gate as a promotion.
+    from jobs.versions import advance_extension
+
+    verdict = advance_extension(spark, settings, version) if extension else None
+    active, served = verdict is not None, verdict is not None and verdict.passed
+    if verdict is not None:
+        print(
+            f"==> {version} is the active version: serving reads what this run added now"
+            if served
+            else f"==> {version} is the active version, but serving still reads it as its last "
+            f"passed gate saw it: {verdict.message()}\n(see the reconcile DAG's report; "
+            f"`python -m jobs.versions promote {version}` checks it again, --force serves it)",
+            flush=True,
+        )
+    else:
+        print(f"==> promote it with `python -m jobs.versions promote {version}`", flush=True)
     result = {"version": version, **summary, "seconds": seconds, "new_records": new_records}
-    print(RESULT_PREFIX + json.dumps({**result, "extended": bool(extension), "active": active}))
+    print(
+        RESULT_PREFIX
+        + json.dumps({**result, "extended": bool(extension), "active": active, "served": served})
+    )
+    if active and not served:
+        return EXIT_NOT_SERVED
     if live:
         print(f"==> replay {version} keeps consuming the live log until stopped", flush=True)
         from jobs.speed_layer import run_until_stopped

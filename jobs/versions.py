@@ -11,6 +11,10 @@ its reconciliation gate passed (replay vs live, and in lambda mode replay vs bat
 window equal or its difference explained by a recorded late event). --force promotes anyway
 and the pointer records that it was forced and what the gate said.
 
+Serving reads a version as its gate saw it: what a later extension of the active version
+adds (`python -m jobs.replay --extend`) is served once that extension's gate passed. If it
+failed, promoting the active version again runs the gate again (--force: serve it anyway).
+
 Exit status: 0 done, 1 cannot run, 2 refused (bad request or failed gate; nothing changed).
 """
 
@@ -34,8 +38,10 @@ from lakehouse.versions import (
     active_version,
     list_versions,
     outputs_of,
+    pins_of,
     pointer_history,
     switch_pointer,
+    table_versions,
 )
 from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
@@ -83,22 +89,54 @@ def promotion_gate(spark: SparkSession, settings: Settings, version: str) -> Gat
 
 
 def promote(spark: SparkSession, settings: Settings, version: str, force: bool) -> str:
+    """Make `version` the one serving reads, or, when it already is, let serving read what
+    its extensions added since its gate last passed (an "advance")."""
     info = _existing(spark, settings, version)
     if info.status != "caught_up":
         raise VersionError(f"{version} has not caught up (status {info.status}): let it finish")
-    if info.active:
-        raise VersionError(f"{version} is already the active version")
-    print(f"==> reconciliation gate for {version}", flush=True)
-    verdict = promotion_gate(spark, settings, version)
+    if info.active and serves_all_of(spark, settings, version):
+        raise VersionError(f"{version} is already the active version; serving reads all of it")
+    verdict = gated_switch(spark, settings, version, "advance" if info.active else "promote", force)
     if not verdict.passed and not force:
         raise VersionError(
             f"promotion of {version} refused: {verdict.message()}\n"
             "(fix the cause and replay again, or promote with --force: it is recorded)"
         )
-    switch_pointer(
-        spark, settings, "promote", version, version, forced=force, gate=verdict.message()
-    )
-    return f"promoted {version}" + (" (forced past a failed gate)" if not verdict.passed else "")
+    done = "serving reads its extensions now" if info.active else f"promoted {version}"
+    return done + (" (forced past a failed gate)" if not verdict.passed else "")
+
+
+def serves_all_of(spark: SparkSession, settings: Settings, version: str) -> bool:
+    """Whether serving reads everything `version` holds (no unchecked writes beyond its pins)."""
+    if version == LIVE:
+        return True
+    checked = pins_of(pointer_history(spark, settings), version)
+    return checked is None or checked == table_versions(spark, settings, version)
+
+
+def advance_extension(spark: SparkSession, settings: Settings, version: str) -> GateVerdict | None:
+    """After an extension of `version`: if it is (still) the active version, let serving read
+    what it added when the gate passes. None: it is not active, nothing to check."""
+    with exclusive_writer(settings, VERSIONS, wait_seconds=600):
+        if version != active_version(spark, settings):
+            return None
+        return gated_switch(spark, settings, version, "advance")
+
+
+def gated_switch(
+    spark: SparkSession, settings: Settings, version: str, action: str, force: bool = False
+) -> GateVerdict:
+    """Run `version`'s gate; if it passes (or `force`), switch serving to the version as it
+    is now, pinned: what it writes later is served only after its own gate."""
+    # Pinned before the gate, so serving never reads beyond what the gate saw.
+    pins = table_versions(spark, settings, version)
+    print(f"==> reconciliation gate for {version}", flush=True)
+    verdict = promotion_gate(spark, settings, version)
+    if verdict.passed or force:
+        switch_pointer(
+            spark, settings, action, version, version, force, verdict.message(), pins=pins
+        )
+    return verdict
 
 
 def rollback(spark: SparkSession, settings: Settings) -> str:
@@ -213,7 +251,14 @@ def main(argv: list[str]) -> int:
             versions = list_versions(spark, settings)
             sizes = {v.version: size_mb(spark, settings, v.version) for v in versions}
             print(show(versions, sizes))
-            print(f"active: {active_version(spark, settings)} (* above)")
+            active = active_version(spark, settings)
+            print(f"active: {active} (* above)")
+            if not serves_all_of(spark, settings, active):
+                print(
+                    f"serving reads {active} as its last passed gate saw it: what was written "
+                    f"since is not served (`python -m jobs.versions promote {active}` checks "
+                    "it again)"
+                )
             return 0
         with exclusive_writer(settings, VERSIONS, wait_seconds=60):
             if args.command == "promote":

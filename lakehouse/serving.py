@@ -11,8 +11,9 @@ both come from one snapshot of ops.batch_runs, and the batch table is read at th
 record, written last, is not in that snapshot either.
 
 In kappa mode there is no batch layer: the corrected side is the replay version that
-ops.serving_pointer makes active (lakehouse.versions), covering from its first window up to
-its watermark; promotion and rollback switch that pointer in one commit.
+ops.serving_pointer makes active (lakehouse.versions), as of its last passed gate (its
+pins), covering from its first window up to its watermark then; promotion, rollback and a
+checked extension switch that pointer in one commit.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.config import Settings
 from lakehouse.delta_io import read_table, read_table_at, table_exists
-from lakehouse.tables import table
+from lakehouse.tables import Table, table
 from lakehouse.times import from_micros
 from lakehouse.views import VIEWS, View, view
 
@@ -102,20 +103,27 @@ def corrected_side(spark: SparkSession, settings: Settings, v: View, mode: str) 
         coverage = batch_coverage(spark, settings, v)
         rows = read_table_at(spark, table(v.batch_table), settings, coverage.table_version)
         return CorrectedSide("batch", rows, coverage)
-    from lakehouse.versions import LIVE, active_version, outputs_of
+    from lakehouse.versions import LIVE, outputs_of, served_version
 
-    active = active_version(spark, settings)
+    active, pins = served_version(spark, settings)
     if active == LIVE:
         return CorrectedSide(LIVE, None, Coverage([], None))
     outputs = outputs_of(active)
-    target = outputs.view_table(v.name)
-    if not table_exists(spark, outputs.progress, settings):
+
+    def as_checked(name: str, t: Table) -> DataFrame | None:
+        # As of the version's last passed gate; the latest for one promoted before pins.
+        if pins is None:
+            return read_table(spark, t, settings) if table_exists(spark, t, settings) else None
+        return read_table_at(spark, t, settings, pins.get(name))
+
+    progress = as_checked("progress", outputs.progress)
+    if progress is None:
         return CorrectedSide(outputs.name, None, Coverage([], None))
     # The watermark first: rows final under it cannot change while they are read.
-    [[watermark]] = (
-        read_table(spark, outputs.progress, settings).agg(F.max("watermark_micros")).collect()
-    )
-    rows = read_table(spark, target, settings)
+    [[watermark]] = progress.agg(F.max("watermark_micros")).collect()
+    rows = as_checked(v.name, outputs.view_table(v.name))
+    if rows is None:
+        return CorrectedSide(outputs.name, None, Coverage([], None))
     [[first]] = rows.agg(F.min(F.unix_micros(v.time_column))).collect()
     if watermark is None or first is None:
         return CorrectedSide(outputs.name, rows, Coverage([], None))

@@ -6,6 +6,11 @@ extension over the log written since (`jobs.replay --extend`), extending then ex
 ops.serving_pointer (written by jobs/versions.py) is one row per promotion, rollback or
 removal; its newest row names the active version. A switch is one Delta commit, so a reader
 sees the old or the new version, never a mix. "live" is the speed layer's own tables.
+
+Serving reads a version as it was when its reconciliation gate last passed, not as it is now:
+a promotion records the Delta version of each table serving reads (its pins), and an
+extension of the active version writes new table versions that serving sees only once their
+own gate passed and an "advance" row recorded new pins (check it, then switch).
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from lakehouse.config import Settings
-from lakehouse.delta_io import append_once, read_table, small_frame, table_exists
+from lakehouse.delta_io import append_once, read_table, small_frame, table_exists, table_version
 from lakehouse.replay import ReplayPlan
 from lakehouse.speed_batch import SpeedOutputs
-from lakehouse.tables import table
+from lakehouse.tables import Table, table
 from lakehouse.times import from_micros
+from lakehouse.views import VIEWS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,8 +47,10 @@ VERSION_EVENTS_SCHEMA = (
 )
 POINTER_SCHEMA = (
     "at timestamp, action string, version string, previous string, active string, "
-    "forced boolean, gate string, by string"
+    "forced boolean, gate string, by string, pins map<string,bigint>"
 )
+# Pointer actions that record the pins serving reads a version at: the gate passed there.
+PINNING = ("promote", "advance")
 
 
 class VersionError(Exception):
@@ -136,8 +144,7 @@ def pointer_history(spark: SparkSession, settings: Settings) -> list[dict[str, A
 
 
 def active_version(spark: SparkSession, settings: Settings) -> str:
-    history = pointer_history(spark, settings)
-    return str(history[-1]["active"]) if history else LIVE
+    return served_version(spark, settings)[0]
 
 
 def outputs_of(version: str) -> SpeedOutputs:
@@ -199,6 +206,35 @@ def next_version(spark: SparkSession, settings: Settings) -> str:
     return f"v{max(numbers, default=0) + 1}"
 
 
+def served_tables(version: str) -> dict[str, Table]:
+    """What serving reads of a version, by pin name: its progress (the watermark that bounds
+    what it covers) and each view's table."""
+    outputs = outputs_of(version)
+    return {"progress": outputs.progress, **{v: outputs.view_table(v) for v in VIEWS}}
+
+
+def table_versions(spark: SparkSession, settings: Settings, version: str) -> dict[str, int]:
+    """The latest Delta version of each table serving reads of `version` (existing ones)."""
+    found = {n: table_version(spark, t, settings) for n, t in served_tables(version).items()}
+    return {n: v for n, v in found.items() if v is not None}
+
+
+def pins_of(history: list[dict[str, Any]], version: str) -> dict[str, int] | None:
+    """The table versions serving reads `version` at: where its gate last passed. None for a
+    version promoted before pins were recorded: serving reads its latest."""
+    for row in reversed(history):
+        if row["version"] == version and row["action"] in PINNING and row.get("pins"):
+            return dict(row["pins"])
+    return None
+
+
+def served_version(spark: SparkSession, settings: Settings) -> tuple[str, dict[str, int] | None]:
+    """The active version and its pins, from one read of the pointer."""
+    history = pointer_history(spark, settings)
+    active = str(history[-1]["active"]) if history else LIVE
+    return active, pins_of(history, active)
+
+
 def switch_pointer(
     spark: SparkSession,
     settings: Settings,
@@ -207,6 +243,7 @@ def switch_pointer(
     active: str,
     forced: bool = False,
     gate: str = "",
+    pins: dict[str, int] | None = None,
 ) -> None:
     previous = active_version(spark, settings)
     row = {
@@ -218,6 +255,10 @@ def switch_pointer(
         "forced": forced,
         "gate": gate,
         "by": actor(),
+        "pins": pins,
     }
     df = small_frame(spark, [row], POINTER_SCHEMA)
-    df.write.format("delta").mode("append").save(POINTER.path(settings))
+    # mergeSchema: a pointer table written before pins existed gains the column.
+    df.write.format("delta").mode("append").option("mergeSchema", "true").save(
+        POINTER.path(settings)
+    )

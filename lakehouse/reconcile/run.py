@@ -25,7 +25,7 @@ from lakehouse.reconcile.compare import (
     compare_view,
     rule_for,
 )
-from lakehouse.reconcile.sources import Side, Source, load_sides
+from lakehouse.reconcile.sources import Side, Source, bound_to_common_log, load_sides
 from lakehouse.serving import merge_ranges
 from lakehouse.times import EPOCH, from_micros
 from lakehouse.views import View, view
@@ -110,8 +110,12 @@ def reconcile(
     if ranges:
         start, end = scope[0][0], scope[-1][1]
     chosen = [view(name) for name in views]
-    lefts = load_sides(spark, settings, left, chosen)
-    rights = load_sides(spark, settings, right, chosen)
+    lefts, rights = bound_to_common_log(
+        spark,
+        settings,
+        load_sides(spark, settings, left, chosen),
+        load_sides(spark, settings, right, chosen),
+    )
     compared = [
         compare_one(spark, lefts[v.name], rights[v.name], v, thresholds, scope) for v in chosen
     ]

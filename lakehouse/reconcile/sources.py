@@ -7,14 +7,20 @@ A *source* names where a view's rows come from and which of them are final:
 - a *stream* (the live speed layer, or a replay's outputs, given as SpeedOutputs): its view
   tables up to its watermark minus the view's settle time, plus the late events it set aside.
 
+Two streams rarely stop at the same point of the log: the live stream keeps reading while a
+replay ends where its plan ended. A stream side is what its newest progress row says it read
+(the Kafka offsets, the silver version); the accepted events one read beyond the other's end
+are missing from the other on purpose too (`bound_to_common_log`), never a difference.
+
 Loading a source for a view gives a `Side`: its rows, the accepted events those rows leave out
 on purpose (`Missing`), and the ranges in which its rows are final.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import reduce
 from typing import TYPE_CHECKING, Literal
 
 from pyspark.sql import functions as F
@@ -45,6 +51,7 @@ class Source:
     tables: dict[str, Table]  # view name -> the table holding its rows
     late: Table | None = None  # stream: the accepted events it set aside as late
     progress: Table | None = None  # stream: micro-batch progress (the watermark)
+    silver: Table | None = None  # stream: every accepted event it read, once
 
 
 def batch_source() -> Source:
@@ -63,6 +70,7 @@ def stream_source(outputs: SpeedOutputs, name: str) -> Source:
         },
         late=outputs.late,
         progress=outputs.progress,
+        silver=outputs.silver,
     )
 
 
@@ -102,6 +110,26 @@ class Side:
     missing: Missing | None
     closed: list[Range]  # where its rows are final
     still_open: Column | None = None  # rows in those ranges that are not final yet
+    read: LogPosition | None = None  # a stream: how far into the log its rows go
+
+
+@dataclass(frozen=True)
+class LogPosition:
+    """How far a stream had read when its newest progress row was written."""
+
+    offsets: dict[int, int]  # per partition, the next offset to read
+    silver_version: int | None  # its silver table then
+
+    def holds(self) -> Column:
+        """Events (with kafka_partition, kafka_offset) within this position."""
+        tests = [
+            (F.col("kafka_partition") == p) & (F.col("kafka_offset") < o)
+            for p, o in self.offsets.items()
+        ]
+        return reduce(lambda a, b: a | b, tests, F.lit(False))
+
+    def behind(self, other: LogPosition) -> bool:
+        return any(o > self.offsets.get(p, 0) for p, o in other.offsets.items())
 
 
 def load_side(spark: SparkSession, settings: Settings, source: Source, v: View) -> Side:
@@ -118,12 +146,57 @@ def load_sides(
         newest_late = _newest_late_arrival(spark, settings)
         return {v.name: _batch_side(spark, settings, source, v, runs, newest_late) for v in views}
     # The watermark is read first: rows final under it cannot change while we read them.
-    watermark = _latest_watermark(spark, settings, source.progress)
+    watermark, read = _latest_progress(spark, settings, source.progress)
     late = None
     if source.late is not None and table_exists(spark, source.late, settings):
         events = read_table(spark, source.late, settings)
+        if read is not None:  # not those of a batch written since that progress row
+            events = events.where(read.holds())
         late = Missing(events, f"late events {source.name} set aside")
-    return {v.name: _stream_side(spark, settings, source, v, watermark, late) for v in views}
+    return {
+        v.name: replace(_stream_side(spark, settings, source, v, watermark, late), read=read)
+        for v in views
+    }
+
+
+def bound_to_common_log(
+    spark: SparkSession,
+    settings: Settings,
+    lefts: dict[str, Side],
+    rights: dict[str, Side],
+) -> tuple[dict[str, Side], dict[str, Side]]:
+    """Two streams compared: the events either read beyond the other's end join the other's
+    missing events (`left + missing(left) == right + missing(right)` then holds for streams
+    stopped at different points of the same log)."""
+    [left, *_], [right, *_] = lefts.values(), rights.values()
+    if left.read is None or right.read is None:
+        return lefts, rights
+    return (
+        _with_unread(spark, settings, lefts, right, left.read),
+        _with_unread(spark, settings, rights, left, right.read),
+    )
+
+
+def _with_unread(
+    spark: SparkSession, settings: Settings, sides: dict[str, Side], other: Side, read: LogPosition
+) -> dict[str, Side]:
+    """`sides` (one stream) given the events `other` read beyond `read` as missing."""
+    ahead, source = other.read, other.source
+    if ahead is None or not read.behind(ahead) or source.silver is None:
+        return sides
+    seen = read_table_at(spark, source.silver, settings, ahead.silver_version)
+    if seen is None:
+        return sides
+    unread = seen.where(~read.holds())
+    label = f"events {source.name} read beyond where {{}} ended"
+
+    def joined(side: Side) -> Missing:
+        if side.missing is None:
+            return Missing(unread, label.format(side.source.name))
+        events = side.missing.events.unionByName(unread, allowMissingColumns=True)
+        return Missing(events, f"{side.missing.label} or {label.format(side.source.name)}")
+
+    return {name: replace(side, missing=joined(side)) for name, side in sides.items()}
 
 
 def _stream_side(
@@ -150,21 +223,25 @@ def _stream_side(
     return Side(source, rows, late, [(EPOCH, final_until)], still_open)
 
 
-def _latest_watermark(
+def _latest_progress(
     spark: SparkSession, settings: Settings, progress: Table | None
-) -> datetime | None:
+) -> tuple[datetime | None, LogPosition | None]:
+    """The stream's watermark and how far it had read, from its newest progress row."""
     if progress is None or not table_exists(spark, progress, settings):
-        return None
+        return None, None
     latest = (
         read_table(spark, progress, settings)
         .orderBy(F.col("processed_at").desc())
-        .select("watermark_micros")
+        .select("watermark_micros", "offsets", "silver_version")
         .limit(1)
         .collect()
     )
-    if not latest or latest[0]["watermark_micros"] is None:
-        return None
-    return from_micros(latest[0]["watermark_micros"])
+    if not latest:
+        return None, None
+    [row] = latest
+    read = LogPosition(dict(row["offsets"] or {}), row["silver_version"])
+    wm = row["watermark_micros"]
+    return (from_micros(wm) if wm is not None else None), read
 
 
 @dataclass(frozen=True)

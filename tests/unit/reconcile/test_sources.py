@@ -6,16 +6,22 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from pyspark.sql import functions as F
+
 from lakehouse.batch import RUNS_SCHEMA
 from lakehouse.config import Settings
 from lakehouse.reconcile.sources import (
     UnknownSourceError,
     batch_source,
+    bound_to_common_log,
     load_side,
+    load_sides,
     named_source,
     speed_source,
+    stream_source,
 )
-from lakehouse.tables import table
+from lakehouse.speed_batch import SpeedOutputs
+from lakehouse.tables import Table, table
 from lakehouse.times import EPOCH
 from lakehouse.views import VIEWS
 from tests.unit.reconcile.conftest import Events, at
@@ -23,8 +29,9 @@ from tests.unit.reconcile.conftest import Events, at
 COUNTS = VIEWS["event_counts_1m"]
 
 
-def save(df: Any, name: str, settings: Settings) -> None:
-    df.write.format("delta").mode("append").save(table(name).path(settings))
+def save(df: Any, name: str | Table, settings: Settings) -> None:
+    target = table(name) if isinstance(name, str) else name
+    df.write.format("delta").mode("append").save(target.path(settings))
 
 
 def batch_run(spark: Any, start: str, end: str, read_until: str, finished: str) -> Any:
@@ -81,16 +88,56 @@ def test_the_stream_is_final_up_to_its_watermark_minus_the_settle_time(
 ) -> None:
     save(events.view(COUNTS.name, ("10:01", "click", "u1")), COUNTS.speed_table, local_settings)
     watermark = at("11:00")
-    progress = spark.createDataFrame(
-        [(at("11:01"), int((watermark - EPOCH) / timedelta(microseconds=1)))],
-        "processed_at timestamp, watermark_micros long",
-    )
-    save(progress, "ops.speed_progress", local_settings)
+    save(progress_row(spark, watermark, {0: 5}, 0), "ops.speed_progress", local_settings)
     side = load_side(spark, local_settings, speed_source(), COUNTS)
     assert side.closed == [(EPOCH, watermark - timedelta(seconds=COUNTS.settle_seconds))]
     assert side.missing is None  # no late events table yet
     sessions = load_side(spark, local_settings, speed_source(), VIEWS["user_sessions"])
     assert sessions.rows is None and sessions.closed == []
+
+
+def progress_row(spark: Any, watermark: Any, offsets: dict[int, int], silver: int) -> Any:
+    micros = int((watermark - EPOCH) / timedelta(microseconds=1))
+    return spark.createDataFrame(
+        [(watermark, micros, offsets, silver)],
+        "processed_at timestamp, watermark_micros long, offsets map<int,long>, silver_version long",
+    )
+
+
+def in_log(df: Any, *offsets: int) -> Any:
+    """The events at these offsets of partition 0, in order."""
+    rows = [(r["event_id"], o) for r, o in zip(df.collect(), offsets, strict=True)]
+    where = df.sparkSession.createDataFrame(rows, "event_id string, kafka_offset long")
+    return df.join(where, "event_id").withColumn("kafka_partition", F.lit(0))
+
+
+def test_streams_at_different_log_ends_miss_what_only_the_other_read(
+    spark: Any, events: Events, local_settings: Settings
+) -> None:
+    # The live stream read offsets 0-1 of partition 0 (its late table already holds an event
+    # of a batch after that progress row); replay v1 read 0-3, offset 3 one it set aside.
+    one, two, three, four = (events((f"10:0{i}", "click", f"u{i}")) for i in range(1, 5))
+    save(in_log(one.unionByName(two), 0, 1), "silver.events", local_settings)
+    save(in_log(four, 5), "speed.late_events", local_settings)
+    save(progress_row(spark, at("11:00"), {0: 2}, 0), "ops.speed_progress", local_settings)
+    replay = SpeedOutputs.replay("v1")
+    all_four = one.unionByName(two).unionByName(three).unionByName(four)
+    save(in_log(all_four, 0, 1, 2, 3), replay.silver, local_settings)
+    save(in_log(four, 3), replay.late, local_settings)
+    save(progress_row(spark, at("11:00"), {0: 4}, 0), replay.progress, local_settings)
+
+    def sides(source: Any) -> dict[str, Any]:
+        return load_sides(spark, local_settings, source, [COUNTS])
+
+    live, v1 = bound_to_common_log(
+        spark, local_settings, sides(speed_source()), sides(stream_source(replay, "replay_v1"))
+    )
+    missing = live[COUNTS.name].missing
+    assert missing is not None and "events replay_v1 read beyond where speed ended" in missing.label
+    assert sorted(r["user_id"] for r in missing.events.collect()) == ["u3", "u4"]
+    replay_missing = v1[COUNTS.name].missing
+    assert replay_missing is not None and replay_missing.label == "late events replay_v1 set aside"
+    assert [r["user_id"] for r in replay_missing.events.collect()] == ["u4"]
 
 
 def test_sources_by_name() -> None:
