@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from jobs.replay import run_replay
 from jobs.speed_layer import start_query
-from jobs.versions import promote, rollback
+from jobs.versions import promote, rollback, serves_all_of
 from lakehouse.batch import Interval, recompute_interval
 from lakehouse.config import Settings, load_settings
 from lakehouse.delta_io import read_table
@@ -445,11 +445,13 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     assert "reconciliation gate failed" in out and not _replay_result(out)["served"]
     assert [v.extensions for v in list_versions(spark, settings)] == [2]
     assert served_until() == checked, "an unchecked extension is not served"
+    assert not serves_all_of(spark, kappa, "v1")
     with pytest.raises(VersionError, match="refused"):
         promote(spark, kappa, "v1", force=False)
     assert served_until() == checked
     assert "forced" in promote(spark, kappa, "v1", force=True)
     assert served_until() > checked  # type: ignore[operator]
+    assert serves_all_of(spark, kappa, "v1")
 
 
 def test_a_replay_leaves_the_running_live_stream_untouched(
