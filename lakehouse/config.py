@@ -132,6 +132,19 @@ class ReplaySettings(_Frozen):
     progress_every_seconds: float = Field(gt=0)
 
 
+class MaintenanceSettings(_Frozen):
+    # The bookkeeping tables (ops.*, dq.*) and finished replay versions get a commit or a few
+    # per run, each a small file that every later read opens: the maintenance job compacts a
+    # table once it has compact_at_files files below compact_files_below_mb, and deletes the
+    # files no version newer than vacuum_after_hours ago reads.
+    compact_files_below_mb: int = Field(default=32, ge=1)
+    compact_at_files: int = Field(default=8, ge=2)
+    vacuum_after_hours: int = Field(default=168, ge=0)
+    # How long to wait for a table's writer (a batch run, a replay) before leaving its tables
+    # for the next run.
+    lock_wait_seconds: float = Field(default=60, ge=0)
+
+
 class DqSettings(_Frozen):
     # Allowed unexplained absolute difference per measure (a view column, e.g. events,
     # amount_sum, revenue); a measure not listed must match exactly.
@@ -167,6 +180,7 @@ class Settings(_Frozen):
     airflow: AirflowSettings
     services: ServicesSettings
     dq: DqSettings = Field(default_factory=DqSettings)
+    maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
 
 
 def available_profiles(config_dir: Path = CONFIG_DIR) -> list[str]:

@@ -1,0 +1,119 @@
+"""The maintenance job against real Spark and Delta on local disk: many small files become
+one with the same rows, the replaced files leave the disk, the active version's served tables
+and a busy writer's tables are left as they are."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from delta.tables import DeltaTable
+
+from lakehouse.config import Settings
+from lakehouse.delta_io import small_frame
+from lakehouse.maintenance import maintain, tables_to_maintain
+from lakehouse.speed_batch import SpeedOutputs
+from lakehouse.tables import REPLAY, Table, table
+from lakehouse.versions import record_version_event, switch_pointer, table_versions
+from lakehouse.writer_lock import exclusive_writer
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO = Path(__file__).parents[2]
+V1 = SpeedOutputs.replay("v1")
+
+
+def append_rows(spark: SparkSession, t: Table, settings: Settings, commits: int) -> None:
+    for i in range(commits):
+        row = small_frame(spark, [(i, f"row {i}")], "n long, note string")
+        row.write.format("delta").mode("append").save(t.path(settings))
+
+
+def files(spark: SparkSession, t: Table, settings: Settings) -> tuple[int, int]:
+    """(files the table's latest version reads, data files on disk)."""
+    in_table = DeltaTable.forPath(spark, t.path(settings)).detail().first()["numFiles"]
+    on_disk = [p for p in Path(t.path(settings)).rglob("*.parquet") if "_delta_log" not in p.parts]
+    return in_table, len(on_disk)
+
+
+def rows(spark: SparkSession, t: Table, settings: Settings) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.read.format("delta").load(t.path(settings)).collect())
+
+
+def a_lakehouse_with_small_files(spark: SparkSession, settings: Settings) -> None:
+    """Ten version events (ten commits); v1 caught up and promoted; nine commits to its silver
+    and to its progress, which serving reads at the promotion's pins."""
+    for i in range(9):
+        record_version_event(spark, settings, "v1", "extending", sequence=i + 1)
+    record_version_event(spark, settings, "v1", "caught_up")
+    append_rows(spark, V1.silver, settings, 9)
+    append_rows(spark, V1.progress, settings, 9)
+    pins = table_versions(spark, settings, "v1")
+    switch_pointer(spark, settings, "promote", "v1", "v1", pins=pins)
+
+
+def test_the_job_compacts_small_files_and_deletes_the_replaced_ones_rows_unchanged(
+    spark: SparkSession, local_settings: Settings
+) -> None:
+    settings = local_settings
+    a_lakehouse_with_small_files(spark, settings)
+    versions = table("ops.replay_versions")
+    before = {t.name: rows(spark, t, settings) for t in (versions, V1.silver, V1.progress)}
+    assert files(spark, versions, settings) == (10, 10)
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "TRIBUTARY_PROFILE": "local",
+        "TRIBUTARY__STORAGE__ROOT": settings.storage.root,
+        "TRIBUTARY__STORAGE__CHECKPOINTS": settings.storage.checkpoints,
+        # Replaced files are deleted at once here; the default keeps them a week.
+        "TRIBUTARY__MAINTENANCE__VACUUM_AFTER_HOURS": "0",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.maintenance"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ops.replay_versions: 10 -> 1 files, 10 old files deleted" in done.stdout, done.stdout
+    assert "left alone: replay_v1.active_users_10m" in done.stdout, done.stdout
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("maintenance result: ")]
+    result = json.loads(line.split(": ", 1)[1])
+    assert result["busy"] == [] and result["deleted_files"] >= 19, result
+
+    assert files(spark, versions, settings) == (1, 1)
+    assert files(spark, V1.silver, settings) == (1, 1)
+    # Serving reads v1's progress at its pinned version: neither compacted nor vacuumed.
+    assert files(spark, V1.progress, settings) == (9, 9)
+    # One file under compact_at_files: only vacuumed.
+    assert files(spark, table("ops.serving_pointer"), settings) == (1, 1)
+    after = {t.name: rows(spark, t, settings) for t in (versions, V1.silver, V1.progress)}
+    assert after == before
+
+
+def test_a_busy_writers_tables_are_left_for_the_next_run(
+    spark: SparkSession, local_settings: Settings
+) -> None:
+    settings = local_settings.model_copy(
+        update={
+            "maintenance": local_settings.maintenance.model_copy(update={"lock_wait_seconds": 0})
+        }
+    )
+    a_lakehouse_with_small_files(spark, settings)
+    by_writer, _ = tables_to_maintain(spark, settings)
+    with exclusive_writer(settings, REPLAY):  # a replay is running
+        cared, busy = maintain(spark, settings, by_writer, on_line=lambda _: None)
+    [left] = busy
+    assert "ops.replay_versions" in left.tables and "replay_v1.events" in left.tables
+    assert "replay is already running" in left.reason and "next run" in left.reason
+    assert [c.table for c in cared] == ["ops.serving_pointer"]
+    assert files(spark, table("ops.replay_versions"), settings) == (10, 10)
