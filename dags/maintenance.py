@@ -21,8 +21,8 @@ query. Each table with `maintenance.compact_at_files` files or more is compacted
 no version newer than `maintenance.vacuum_after_hours` ago reads are deleted, while the lock of
 the job that writes it is held. The task log has a line per table (files before -> after, old
 files deleted). A writer still busy after `maintenance.lock_wait_seconds` (a long replay) keeps
-its tables as they are until the next run. The tables serving reads of the active replay
-version are left alone (serving reads them at pinned versions).
+its tables as they are until the next run. The tables serving reads of a promoted replay
+version are left alone (serving reads them at pinned versions, now or after a rollback).
 
 The speed layer looks after its own tables as it runs, and the batch job vacuums the batch
 views.

@@ -7,9 +7,9 @@ hour, and the serving layer reads it on every query. Each is compacted once it h
 files, and the files no version newer than the retention reads are deleted, while its writer's
 lock is held, so no run of its writer commits in between.
 
-The tables serving reads of the active replay version are left alone: serving reads them at
-the versions its gate passed (lakehouse.versions), which a compaction and a vacuum would
-delete the files of.
+The tables serving reads of a promoted replay version are left alone: serving reads them at
+the versions its gate passed (lakehouse.versions), now or after a rollback to it, and a
+compaction and a vacuum would delete those versions' files.
 """
 
 from __future__ import annotations
@@ -66,23 +66,30 @@ def tables_to_maintain(
     spark: SparkSession, settings: Settings
 ) -> tuple[dict[str, list[Table]], LeftAlone | None]:
     """The tables to look after, by the writer whose lock guards them; and those left alone."""
-    from lakehouse.versions import LIVE, active_version, list_versions, outputs_of, served_tables
+    from lakehouse.versions import (
+        PINNING,
+        list_versions,
+        outputs_of,
+        pointer_history,
+        served_tables,
+    )
 
     by_writer: dict[str, list[Table]] = {}
     for name in BOOKKEEPING:
         t = table(name)
         by_writer.setdefault(t.writer, []).append(t)
-    active = active_version(spark, settings)
-    pinned = {t.name for t in served_tables(active).values()} if active != LIVE else set()
-    for info in list_versions(spark, settings):
-        if info.status == "removed":
-            continue
+    versions = [v for v in list_versions(spark, settings) if v.status != "removed"]
+    # Serving reads a promoted version at its pins, now or after a rollback to it.
+    promoted = {r["version"] for r in pointer_history(spark, settings) if r["action"] in PINNING}
+    promoted &= {v.version for v in versions}
+    pinned = {t.name for v in promoted for t in served_tables(v).values()}
+    for info in versions:
         outputs = outputs_of(info.version)
         mine = [outputs.quarantine, outputs.silver, outputs.late, outputs.progress]
         mine += [outputs.counts, outputs.active_users, outputs.sessions]
         by_writer.setdefault(REPLAY, []).extend(t for t in mine if t.name not in pinned)
-    left = LeftAlone(tuple(sorted(pinned)), f"serving reads {active} at pinned versions")
-    return by_writer, (left if pinned else None)
+    reason = f"serving reads {', '.join(sorted(promoted))} at pinned versions (promoted)"
+    return by_writer, (LeftAlone(tuple(sorted(pinned)), reason) if pinned else None)
 
 
 def look_after(spark: SparkSession, settings: Settings, t: Table) -> Cared:

@@ -1,5 +1,5 @@
 """The maintenance job against real Spark and Delta on local disk: many small files become
-one with the same rows, the replaced files leave the disk, the active version's served tables
+one with the same rows, the replaced files leave the disk, a promoted version's served tables
 and a busy writer's tables are left as they are."""
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ def rows(spark: SparkSession, t: Table, settings: Settings) -> list[tuple]:
 
 
 def a_lakehouse_with_small_files(spark: SparkSession, settings: Settings) -> None:
-    """Ten version events (ten commits); v1 caught up and promoted; nine commits to its silver
-    and to its progress, which serving reads at the promotion's pins."""
+    """Ten version events (ten commits); nine commits to v1's silver and to its progress; v1
+    promoted (serving reads its progress at the promotion's pins), then rolled back."""
     for i in range(9):
         record_version_event(spark, settings, "v1", "extending", sequence=i + 1)
     record_version_event(spark, settings, "v1", "caught_up")
@@ -55,6 +55,8 @@ def a_lakehouse_with_small_files(spark: SparkSession, settings: Settings) -> Non
     append_rows(spark, V1.progress, settings, 9)
     pins = table_versions(spark, settings, "v1")
     switch_pointer(spark, settings, "promote", "v1", "v1", pins=pins)
+    # Rolled back: serving would read v1 at those pins again after a rollback to it.
+    switch_pointer(spark, settings, "rollback", "v1", "live")
 
 
 def test_the_job_compacts_small_files_and_deletes_the_replaced_ones_rows_unchanged(
@@ -92,10 +94,10 @@ def test_the_job_compacts_small_files_and_deletes_the_replaced_ones_rows_unchang
 
     assert files(spark, versions, settings) == (1, 1)
     assert files(spark, V1.silver, settings) == (1, 1)
-    # Serving reads v1's progress at its pinned version: neither compacted nor vacuumed.
+    # Serving would read v1's progress at its pinned version: neither compacted nor vacuumed.
     assert files(spark, V1.progress, settings) == (9, 9)
-    # One file under compact_at_files: only vacuumed.
-    assert files(spark, table("ops.serving_pointer"), settings) == (1, 1)
+    # Two files, under compact_at_files: only vacuumed.
+    assert files(spark, table("ops.serving_pointer"), settings) == (2, 2)
     after = {t.name: rows(spark, t, settings) for t in (versions, V1.silver, V1.progress)}
     assert after == before
 
