@@ -256,7 +256,7 @@ def run_replay(
 ) -> int:
     """Replay `plan` into `version` (resuming it if it was interrupted); an exit status.
     `extension` n > 0: the plan continues the caught-up `version`, for the n-th time."""
-    from lakehouse.versions import record_version_event
+    from lakehouse.versions import pinned_table_versions, record_version_event
 
     outputs = SpeedOutputs.replay(version)
     if extension:
@@ -274,6 +274,9 @@ def run_replay(
         topic=plan.topic,
         starting_offsets=plan.spark_starting_offsets(),
         max_offsets_per_trigger=max_offsets_per_trigger or settings.replay.max_offsets_per_trigger,
+        # A promoted version is served at its pins, which the stream's vacuums must not delete
+        # however long its extensions fail their gate.
+        kept_versions=lambda: pinned_table_versions(spark, settings, version),
     )
     stop = StopRequest(state_dir() / "run" / f"replay_{version}.stop")
     try:

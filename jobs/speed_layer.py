@@ -25,7 +25,7 @@ from lakehouse.kafka_io import KafkaUnavailableError, ensure_topic
 from lakehouse.kafka_offsets import end_offsets
 from lakehouse.paths import speed_layer_stop_file
 from lakehouse.spark import SparkSetupError, get_spark
-from lakehouse.speed_batch import MicroBatchProcessor, SpeedOutputs
+from lakehouse.speed_batch import KeptVersions, MicroBatchProcessor, SpeedOutputs
 from lakehouse.storage import StorageError, ensure_bucket
 from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
@@ -44,12 +44,17 @@ def start_query(
     topic: str | None = None,
     starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
+    kept_versions: KeptVersions | None = None,
 ) -> StreamingQuery:
     """The speed layer's query into `outputs` (the live tables, or a replay's). The starting
     offsets only count on a first start: afterwards the checkpoint knows where it is."""
     checkpoint = outputs.checkpoint(settings)
     processor = MicroBatchProcessor(
-        settings, outputs, checkpoint, end_offsets=lambda: end_offsets(settings, topic)
+        settings,
+        outputs,
+        checkpoint,
+        end_offsets=lambda: end_offsets(settings, topic),
+        kept_versions=kept_versions,
     )
     stream = read_kafka_stream(
         spark,

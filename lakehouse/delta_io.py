@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.config import Settings
@@ -192,6 +193,35 @@ def vacuum_replaced_files(
     session.conf.set(RETENTION_IGNORED, "false")
     session.conf.set(LISTING_TASKS, str(spark.sparkContext.defaultParallelism))
     session.sql(f"VACUUM delta.`{table.path(settings)}` RETAIN {after_hours} HOURS FULL").collect()
+
+
+def retention_keeping(
+    spark: SparkSession, table: Table, settings: Settings, after_hours: int, version: int | None
+) -> int:
+    """The vacuum retention (hours) that still lets `version` of the table be read: at least
+    `after_hours`, and back to that version's commit. A file the version reads was replaced by a
+    later commit, and a vacuum deletes it only once that commit is older than the retention."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    if version is None:
+        return after_hours
+    latest = table_version(spark, table, settings)
+    if latest is None or version >= latest:
+        return after_hours  # nothing the version reads has been replaced
+    found = (
+        DeltaTable.forPath(spark, table.path(settings))
+        .history(latest - version + 1)
+        .where(F.col("version") == version)
+        .select(F.unix_micros("timestamp"))
+        .collect()
+    )
+    if not found:  # its commit has left the log (delta.logRetentionDuration): unreadable anyway
+        return after_hours
+    [[micros]] = found
+    age_hours = (datetime.now(UTC) - from_micros(micros)).total_seconds() / 3600
+    # An hour on top: the commit's timestamp and this clock are read at different moments.
+    return max(after_hours, math.ceil(age_hours) + 1)
 
 
 def last_vacuum_end(

@@ -32,6 +32,7 @@ from lakehouse.delta_io import (
     compact_small_files,
     merge_once,
     read_table_at,
+    retention_keeping,
     small_frame,
     table_exists,
     table_version,
@@ -172,6 +173,10 @@ def target_reachable(column: str, wm: int | None, reach_seconds: int) -> str:
 
 
 EndOffsets = Callable[[], dict[int, int]]
+# Per table name, the oldest Delta version of it that must stay readable (serving reads a
+# promoted replay version at the versions its gate passed). Asked at each vacuum: a promotion
+# can happen while the stream runs.
+KeptVersions = Callable[[], Mapping[str, int]]
 
 
 class StepTimer:
@@ -262,11 +267,13 @@ class MicroBatchProcessor:
         outputs: SpeedOutputs,
         checkpoint: str,
         end_offsets: EndOffsets | None = None,
+        kept_versions: KeptVersions | None = None,
     ) -> None:
         self.settings = settings
         self.outputs = outputs
         self.checkpoint = checkpoint
         self.end_offsets = end_offsets
+        self.kept_versions = kept_versions
         self.rules = ValidationRules(
             max_record_bytes=settings.speed.max_record_bytes,
             future_tolerance_seconds=settings.speed.future_tolerance_seconds,
@@ -410,11 +417,16 @@ class MicroBatchProcessor:
             if table_exists(spark, target, settings):
                 with steps(f"compact_{name}"):
                     compact_small_files(spark, target, settings, speed.compact_files_below_mb << 20)
-        for name in self.turns(batch_id, VACUUMED, speed.vacuum_every_batches):
+        vacuumed = self.turns(batch_id, VACUUMED, speed.vacuum_every_batches)
+        kept = self.kept_versions() if vacuumed and self.kept_versions else {}
+        for name in vacuumed:
             target = getattr(out, name)
             if table_exists(spark, target, settings):
                 with steps(f"vacuum_{name}"):
-                    vacuum_replaced_files(spark, target, settings, speed.vacuum_after_hours)
+                    hours = retention_keeping(
+                        spark, target, settings, speed.vacuum_after_hours, kept.get(target.name)
+                    )
+                    vacuum_replaced_files(spark, target, settings, hours)
 
     # --- decisions ---------------------------------------------------------------------
 

@@ -228,6 +228,14 @@ def pins_of(history: list[dict[str, Any]], version: str) -> dict[str, int] | Non
     return None
 
 
+def pinned_table_versions(spark: SparkSession, settings: Settings, version: str) -> dict[str, int]:
+    """Per table name, the Delta version serving reads of `version` now or after a rollback
+    to it: what its writer's vacuum must keep readable."""
+    pins = pins_of(pointer_history(spark, settings), version) or {}
+    tables = served_tables(version)
+    return {tables[name].name: v for name, v in pins.items() if name in tables}
+
+
 def served_version(spark: SparkSession, settings: Settings) -> tuple[str, dict[str, int] | None]:
     """The active version and its pins, from one read of the pointer."""
     history = pointer_history(spark, settings)

@@ -27,7 +27,7 @@ from jobs.speed_layer import start_query
 from jobs.versions import promote, rollback, serves_all_of
 from lakehouse.batch import Interval, recompute_interval
 from lakehouse.config import Settings, load_settings
-from lakehouse.delta_io import read_table
+from lakehouse.delta_io import read_table, read_table_at
 from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
 from lakehouse.kafka_io import ensure_topic, produce_json
 from lakehouse.reconcile.gate import gate
@@ -36,7 +36,14 @@ from lakehouse.reconcile.sources import batch_source, speed_source, stream_sourc
 from lakehouse.replay import ReplayRequestError, ReplayStart, plan_replay
 from lakehouse.serving import serve
 from lakehouse.speed_batch import SpeedOutputs
-from lakehouse.versions import VersionError, active_version, list_versions
+from lakehouse.versions import (
+    VersionError,
+    active_version,
+    list_versions,
+    pins_of,
+    pointer_history,
+    served_tables,
+)
 from lakehouse.views import VIEWS
 from tests.conftest import new_topic
 
@@ -439,8 +446,20 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     start_query(spark, settings, SpeedOutputs.live(), available_now=True).awaitTermination()
     live_counts = DeltaTable.forPath(spark, SpeedOutputs.live().counts.path(settings))
     live_counts.delete(F.col("window_start") >= F.lit(now - 2 * HOUR))
-    assert continue_log(kappa, None, dry_run=False) == EXIT_NOT_SERVED
+    pins = pins_of(pointer_history(spark, settings), "v1")
+    assert pins is not None
+    as_served = _served_rows(spark, settings, "v1", pins)
+    # Its stream also vacuums every table after each batch with no retention at all, as a
+    # week of failing gates would with the default: what the pins read must stay readable.
+    vacuuming = kappa.speed.model_copy(update={"vacuum_every_batches": 1, "vacuum_after_hours": 0})
+    assert (
+        continue_log(kappa.model_copy(update={"speed": vacuuming}), None, dry_run=False)
+        == EXIT_NOT_SERVED
+    )
     out = capsys.readouterr().out
+    replaced = _served_files(spark, settings, "v1", pins) - _served_files(spark, settings, "v1")
+    assert replaced, "the extension replaced files the pins read (else nothing was at risk)"
+    assert _served_rows(spark, settings, "v1", pins) == as_served
     assert "serving still reads it as its last passed gate saw it" in out, out
     assert "reconciliation gate failed" in out and not _replay_result(out)["served"]
     assert [v.extensions for v in list_versions(spark, settings)] == [2]
@@ -519,6 +538,31 @@ def test_a_replay_leaves_the_running_live_stream_untouched(
     beside = SpeedOutputs.replay("beside")
     replayed = read_table(spark, beside.silver, settings).count()
     assert replayed == _consumed(spark, beside.progress.path(settings)) >= plan.records
+
+
+def _served_files(
+    spark: SparkSession, settings: Settings, version: str, at: dict[str, int] | None = None
+) -> set[str]:
+    """The data files of the tables serving reads of `version`, at versions `at` or latest."""
+    files: set[str] = set()
+    for name, t in served_tables(version).items():
+        reader = spark.read.format("delta")
+        if at is not None:
+            reader = reader.option("versionAsOf", at[name])
+        files |= set(reader.load(t.path(settings)).inputFiles())
+    return files
+
+
+def _served_rows(
+    spark: SparkSession, settings: Settings, version: str, at: dict[str, int]
+) -> dict[str, list[Any]]:
+    """Every row of those tables at `at`, read from their files (a count may use statistics)."""
+    rows = {}
+    for name, t in served_tables(version).items():
+        df = read_table_at(spark, t, settings, at[name])
+        assert df is not None
+        rows[name] = sorted(map(str, df.collect()))
+    return rows
 
 
 def _events(tag: str, n: int) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -12,6 +12,7 @@ from lakehouse.delta_io import (
     overwrite_where,
     read_table,
     read_table_at,
+    retention_keeping,
     small_frame,
     vacuum_replaced_files,
 )
@@ -161,6 +162,27 @@ def test_vacuum_keeps_what_the_configured_retention_keeps_whatever_the_table_say
     assert replaced_files(spark, path) == replaced_by_compaction, "replaced under 5 hours ago"
     vacuum_replaced_files(spark, target, local_settings, after_hours=0)
     assert replaced_files(spark, path) == set()
+
+
+def test_a_vacuum_keeps_an_older_version_readable_when_asked(spark, local_settings) -> None:
+    """Serving reads a promoted replay version at the table versions its gate passed; the
+    stream that goes on writing those tables vacuums them and must not delete what they read."""
+    target = replace(table("speed.late_events"), name="tests.kept")
+    for version in range(3):
+        append_once(spark.range(version, version + 1), target, local_settings, "t", version)
+    compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
+    path = target.path(local_settings)
+    assert retention_keeping(spark, target, local_settings, 0, None) == 0
+    assert retention_keeping(spark, target, local_settings, 0, 3) == 0, "the latest: none replaced"
+
+    hours = retention_keeping(spark, target, local_settings, 0, 2)
+    assert hours >= 1, "back to the commit of version 2, seconds ago"
+    assert retention_keeping(spark, target, local_settings, 200, 2) == 200
+    vacuum_replaced_files(spark, target, local_settings, after_hours=hours)
+    pinned = read_table_at(spark, target, local_settings, 2)
+    assert pinned is not None and sorted(r["id"] for r in pinned.collect()) == [0, 1, 2]
+    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
+    assert replaced_files(spark, path) == set(), "without it, those files go"
 
 
 def test_vacuum_deletes_the_files_no_commit_added(spark, local_settings) -> None:
