@@ -113,6 +113,44 @@ def test_the_state_a_batch_leaves_in_memory_is_what_the_next_batch_would_read_ba
     assert read_back.silver_version == table_version(spark, out.silver, local_settings)
 
 
+def test_a_write_failing_beside_the_others_fails_the_batch_and_its_retry_writes_once(
+    spark, local_settings, tmp_path
+) -> None:
+    """A small batch writes its tables side by side (speed.write_threads); one failed write
+    must still fail the batch before its progress row, and the retry must skip what the
+    others committed."""
+    import time
+    from dataclasses import replace
+    from datetime import UTC, timedelta
+
+    assert local_settings.speed.write_threads > 1
+    live = SpeedOutputs.live()
+    out = replace(live, counts=replace(live.counts, name="tests.blocked_counts"))
+    blocked = Path(out.counts.path(local_settings))
+    blocked.parent.mkdir(parents=True)
+    blocked.write_text("a file where the table's folder should be")
+    checkpoint = query_checkpoint(tmp_path / "checkpoint", "query-1")
+    processor = MicroBatchProcessor(local_settings, out, str(checkpoint), lambda: {0: 40})
+    batch = kafka_records(spark, events_at(datetime.now(UTC) - timedelta(minutes=5), 40, 3), 0)
+    app = processor.app_id(spark)
+
+    def run_small_batch() -> None:
+        processor.process(batch, 0, app, PinnedState(waiting=40), time.monotonic(), small=True)
+
+    with pytest.raises(Exception, match="blocked_counts"):
+        run_small_batch()
+    assert read_table(spark, out.silver, local_settings).count() == 40, "written beside it"
+    assert not Path(out.progress.path(local_settings)).exists(), "the batch did not complete"
+
+    blocked.unlink()
+    run_small_batch()
+    for name in ("raw", "silver", "counts", "progress"):
+        assert table_version(spark, getattr(out, name), local_settings) == 0, name
+    assert read_table(spark, out.silver, local_settings).count() == 40
+    counted = read_table(spark, out.counts, local_settings).agg({"events": "sum"}).first()
+    assert counted is not None and counted[0] == 40
+
+
 def events_at(
     start: datetime, count: int, seconds_apart: int, users: int = 3, user: str | None = None
 ) -> list:

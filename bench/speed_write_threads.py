@@ -1,0 +1,99 @@
+"""How much sooner does a small micro-batch finish with its table writes side by side?
+
+    .venv/bin/python -m bench.speed_write_threads [--batches 30] [--events-per-batch 300 2500]
+                                                  [--threads 1 4]
+
+The same micro-batches (bench.speed_aging's synthetic Kafka records, a tenth of a minute of
+event time each) go through one speed-layer processor per `speed.write_threads` value, each
+writing its own tables, in one process and interleaved batch by batch (the order alternating),
+so that a busy moment of this noisy machine falls on every variant alike. The figure is each
+variant's median batch time over the first --threads value's, after a warm-up of 5 batches.
+Results go to bench/results/speed_write_threads-<timestamp>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.speed_aging import OUT, kafka_batch
+from bench.speed_layer import RESULTS, bench_settings
+from lakehouse.speed_batch import MicroBatchProcessor
+
+WARM_UP_BATCHES = 5
+MINUTES_PER_BATCH = 0.1
+
+
+def run(batches: int, events: int, variants: list[int], stamp: str) -> dict[str, Any]:
+    from lakehouse.spark import get_spark
+
+    processors, seconds = [], []
+    spark = None
+    for i, threads in enumerate(variants):
+        run_name = f"write-threads-{stamp}-{events}-{i}"
+        settings = bench_settings("local", "bench-write-threads", run_name, write_threads=threads)
+        spark = spark or get_spark("bench-speed-write-threads", settings)
+        checkpoint = Path(f"/tmp/tributary-bench/{run_name}/checkpoint")
+        checkpoint.mkdir(parents=True)
+        # The processor takes its writer id from the streaming checkpoint's query id.
+        (checkpoint / "metadata").write_text(json.dumps({"id": run_name}) + "\n")
+        # Nothing waits in Kafka after a batch, so every batch after the first is a small one.
+        processors.append(MicroBatchProcessor(settings, OUT, str(checkpoint), lambda: {}))
+        seconds.append([])
+    start = datetime.now(UTC) - timedelta(minutes=batches * MINUTES_PER_BATCH + 5)
+    for index in range(batches):
+        batch = kafka_batch(spark, index, events, start, MINUTES_PER_BATCH).localCheckpoint()
+        order = list(range(len(variants)))
+        for i in order if index % 2 == 0 else reversed(order):
+            began = time.monotonic()
+            processors[i](batch, index)
+            seconds[i].append(time.monotonic() - began)
+        took = ", ".join(f"{s[-1]:.2f}" for s in seconds)
+        print(f"{events} records, batch {index + 1}/{batches}: {took} s", flush=True)
+    medians = [statistics.median(s[WARM_UP_BATCHES:]) for s in seconds]
+    return {
+        str(threads): {
+            "median_batch_seconds": round(median, 2),
+            "p90_batch_seconds": round(statistics.quantiles(s[WARM_UP_BATCHES:], n=10)[-1], 2),
+            "max_batch_seconds": round(max(s[WARM_UP_BATCHES:]), 2),
+            "ratio_to_first": round(median / medians[0], 2),
+        }
+        for threads, median, s in zip(variants, medians, seconds, strict=True)
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.speed_write_threads",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--batches", type=int, default=30)
+    parser.add_argument("--events-per-batch", type=int, nargs="+", default=[300, 2500])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 4])
+    args = parser.parse_args()
+    if args.batches <= WARM_UP_BATCHES + 1:
+        parser.error(f"--batches must be more than {WARM_UP_BATCHES + 1}")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    result = {
+        "run": stamp,
+        "machine": "2 cores, 24 GiB",
+        "batches": args.batches,
+        "warm_up_batches": WARM_UP_BATCHES,
+        **{
+            f"records_{events}": run(args.batches, events, args.threads, stamp)
+            for events in args.events_per_batch
+        },
+    }
+    print(json.dumps(result, indent=2))
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"speed_write_threads-{stamp}.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
