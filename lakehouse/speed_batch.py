@@ -393,7 +393,7 @@ class MicroBatchProcessor:
                     write()
 
             # A small batch's writes are mostly planning and committing on the driver, one
-            # core's work each: side by side they finish sooner (median batch 4.4 -> 3.7 s at
+            # core's work each: side by side they finish sooner (median batch 4.3 -> 3.5 s at
             # 2,500 records, 4 threads; bench/results/speed_write_threads-*). A large one's
             # fill both cores already, and run one after the other.
             threads = settings.speed.write_threads if small else 1
