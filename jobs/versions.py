@@ -38,10 +38,12 @@ from lakehouse.versions import (
     active_version,
     list_versions,
     outputs_of,
+    pinned_since,
     pins_of,
     pointer_history,
     switch_pointer,
     table_versions,
+    unserved_note,
 )
 from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
@@ -254,11 +256,8 @@ def main(argv: list[str]) -> int:
             active = active_version(spark, settings)
             print(f"active: {active} (* above)")
             if not serves_all_of(spark, settings, active):
-                print(
-                    f"serving reads {active} as its last passed gate saw it: what was written "
-                    f"since is not served (`python -m jobs.versions promote {active}` checks "
-                    "it again)"
-                )
+                since = pinned_since(pointer_history(spark, settings), active)
+                print(unserved_note(active, since, datetime.now(UTC)))
             return 0
         with exclusive_writer(settings, VERSIONS, wait_seconds=60):
             if args.command == "promote":

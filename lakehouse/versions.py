@@ -19,7 +19,7 @@ import getpass
 import os
 import socket
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
@@ -219,13 +219,25 @@ def table_versions(spark: SparkSession, settings: Settings, version: str) -> dic
     return {n: v for n, v in found.items() if v is not None}
 
 
+def _last_pinned(history: list[dict[str, Any]], version: str) -> dict[str, Any] | None:
+    """The pointer row that recorded `version`'s pins last: where its gate last passed."""
+    for row in reversed(history):
+        if row["version"] == version and row["action"] in PINNING and row.get("pins"):
+            return row
+    return None
+
+
 def pins_of(history: list[dict[str, Any]], version: str) -> dict[str, int] | None:
     """The table versions serving reads `version` at: where its gate last passed. None for a
     version promoted before pins were recorded: serving reads its latest."""
-    for row in reversed(history):
-        if row["version"] == version and row["action"] in PINNING and row.get("pins"):
-            return dict(row["pins"])
-    return None
+    row = _last_pinned(history, version)
+    return dict(row["pins"]) if row else None
+
+
+def pinned_since(history: list[dict[str, Any]], version: str) -> datetime | None:
+    """When serving moved to `version`'s pins (None: it has none)."""
+    row = _last_pinned(history, version)
+    return from_micros(row["at_micros"]) if row else None
 
 
 def pinned_table_versions(spark: SparkSession, settings: Settings, version: str) -> dict[str, int]:
@@ -234,6 +246,32 @@ def pinned_table_versions(spark: SparkSession, settings: Settings, version: str)
     pins = pins_of(pointer_history(spark, settings), version) or {}
     tables = served_tables(version)
     return {tables[name].name: v for name, v in pins.items() if name in tables}
+
+
+# Serving reads a version at its pins, which its vacuums keep (lakehouse.delta_io.
+# retention_keeping), but Delta drops commits older than delta.logRetentionDuration (30 days by
+# default) from a table's log, and pins older than that may no longer be readable.
+STALE_PINS = timedelta(days=7)
+
+
+def unserved_note(version: str, since: datetime | None, now: datetime) -> str:
+    """What `jobs.versions list` says of an active version serving does not read all of."""
+    when = ""
+    if since is not None:
+        when = f" ({since:%Y-%m-%d %H:%M} UTC, {(now - since) / timedelta(hours=1):.0f} h ago)"
+    note = (
+        f"serving reads {version} as its last passed gate saw it{when}: what "
+        f"was written since is not served (`python -m jobs.versions promote {version}` checks "
+        "it again)"
+    )
+    if since is not None and now - since > STALE_PINS:
+        note += (
+            f"\nwarning: its gate has not passed for over {STALE_PINS.days} days; Delta drops "
+            "commits older than delta.logRetentionDuration (30 days by default) from a table's "
+            "log, and serving could then no longer read these pins: fix the cause and replay, "
+            "roll back, or promote --force"
+        )
+    return note
 
 
 def served_version(spark: SparkSession, settings: Settings) -> tuple[str, dict[str, int] | None]:

@@ -465,6 +465,16 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     assert [v.extensions for v in list_versions(spark, settings)] == [2]
     assert served_until() == checked, "an unchecked extension is not served"
     assert not serves_all_of(spark, kappa, "v1")
+    listed = subprocess.run(
+        [sys.executable, "-m", "jobs.versions", "list"],
+        cwd=REPO,
+        env=job_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "serving reads v1 as its last passed gate saw it (" in listed.stdout, listed.stdout
     with pytest.raises(VersionError, match="refused"):
         promote(spark, kappa, "v1", force=False)
     assert served_until() == checked
