@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -104,11 +103,7 @@ def batch_layer() -> None:
             raise AirflowSkipException(f"no events in [{start}, {end}): nothing to recompute")
         if outcome.returncode == EXIT_BAD_INTERVAL:
             raise AirflowFailException(f"bad interval [{start}, {end}): see the log above")
-        if outcome.returncode != 0:
-            raise RuntimeError(f"jobs.batch_layer stopped with status {outcome.returncode}")
-        result = outcome.last(RESULT_PREFIX)
-        assert result is not None, "the batch job printed no result line"
-        summary: dict[str, Any] = json.loads(result)
+        summary = outcome.summary("jobs.batch_layer", RESULT_PREFIX)
         # Consumers of the assets (data_quality) learn which interval was recomputed.
         for asset in ASSETS:
             context["outlet_events"][asset].extra = {"interval_start": start, "interval_end": end}

@@ -3,7 +3,6 @@ demand (jobs/quality.py)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import operator
 from datetime import UTC, datetime, timedelta
@@ -116,12 +115,7 @@ def data_quality() -> None:
                 + "\n".join(f"  {b}" for b in broken)
                 + f"\n{DOCS_PREFIX}{docs}"
             )
-        if outcome.returncode != 0:
-            raise RuntimeError(f"jobs.quality stopped with status {outcome.returncode}")
-        result = outcome.last(RESULT_PREFIX)
-        assert result is not None, "the quality job printed no result line"
-        summary: dict[str, Any] = json.loads(result)
-        return summary
+        return outcome.summary("jobs.quality", RESULT_PREFIX)
 
     validate()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -46,12 +45,7 @@ def maintenance() -> None:
         from lakehouse.job_runner import run_job
 
         outcome = run_job("jobs.maintenance", [], on_line=log.info)
-        if outcome.returncode != 0:
-            raise RuntimeError(f"jobs.maintenance stopped with status {outcome.returncode}")
-        result = outcome.last(RESULT_PREFIX)
-        assert result is not None, "the maintenance job printed no result line"
-        summary: dict[str, Any] = json.loads(result)
-        return summary
+        return outcome.summary("jobs.maintenance", RESULT_PREFIX)
 
     compact_and_vacuum()
 

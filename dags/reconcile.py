@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import operator
 from datetime import UTC, datetime, timedelta
@@ -132,11 +131,7 @@ def reconcile() -> None:
             if outcome.returncode == EXIT_GATE_FAILED:
                 failures.append(f"{label}: {_gate_failure(outcome.lines)}\nreport: {report}")
                 continue
-            if outcome.returncode != 0:
-                raise RuntimeError(f"jobs.reconcile stopped with status {outcome.returncode}")
-            result = outcome.last(RESULT_PREFIX)
-            assert result is not None, "the reconcile job printed no result line"
-            summaries[label] = json.loads(result)
+            summaries[label] = outcome.summary("jobs.reconcile", RESULT_PREFIX)
         if failures:
             raise AirflowFailException("\n\n".join(failures))
         if not summaries:

@@ -8,11 +8,12 @@
     python -m jobs.replay --extend v7                          # v7 over the log written since
     python -m jobs.replay --scheduled                          # the kappa DAG's scheduled run
 
-Writes `replay_<version>.*` (bronze copy, quarantine, silver, the views, late events,
-progress) with its own checkpoint and writer id; the live stream keeps running untouched.
-Killed, it resumes where it stopped when run again with the same --version. Before starting,
-the retention guard refuses a start the log no longer holds (--force replays what exists and
-records the gap). Promote the result with `python -m jobs.versions promote <version>`.
+Writes `replay_<version>.*` (quarantine, silver, the views, late events, progress; no copy
+of the log, which live bronze keeps) with its own checkpoint and writer id; the live stream
+keeps running untouched. Killed, it resumes where it stopped when run again with the same
+--version. Before starting, the retention guard refuses a start the log no longer holds
+(--force replays what exists and records the gap). Promote the result with
+`python -m jobs.versions promote <version>`.
 
 --extend continues a caught-up version over the records the log gained since its last run,
 into the same tables, from its own checkpoint: a replay of the recent log, not of all of it.

@@ -6,11 +6,13 @@ back when the job ends, and a task that is stopped takes its job down with it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from lakehouse.paths import REPO_ROOT
 
@@ -24,6 +26,17 @@ class JobOutcome:
         """The text after `prefix` on the last line that starts with it."""
         found = [line[len(prefix) :] for line in self.lines if line.startswith(prefix)]
         return found[-1] if found else None
+
+    def summary(self, job: str, prefix: str, succeeded: tuple[int, ...] = (0,)) -> dict[str, Any]:
+        """The JSON result `job` printed last after `prefix`, once it ended with one of the
+        `succeeded` statuses; any other status fails the task (the job's log says why)."""
+        if self.returncode not in succeeded:
+            raise RuntimeError(f"{job} stopped with status {self.returncode}: see the log above")
+        text = self.last(prefix)
+        if text is None:
+            raise RuntimeError(f"{job} ended with status {self.returncode} but printed no result")
+        found: dict[str, Any] = json.loads(text)
+        return found
 
 
 def run_job(

@@ -17,7 +17,7 @@ from lakehouse.delta_io import (
     vacuum_replaced_files,
 )
 from lakehouse.tables import table
-from tests.delta_files import files_in_use, files_on_disk, replaced_files
+from tests.delta_files import age_commits, files_in_use, files_on_disk, replaced_files
 
 
 def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
@@ -183,6 +183,26 @@ def test_a_vacuum_keeps_an_older_version_readable_when_asked(spark, local_settin
     assert pinned is not None and sorted(r["id"] for r in pinned.collect()) == [0, 1, 2]
     vacuum_replaced_files(spark, target, local_settings, after_hours=0)
     assert replaced_files(spark, path) == set(), "without it, those files go"
+
+
+def test_a_version_a_week_old_is_still_read_and_kept(spark, local_settings) -> None:
+    """Serving reads a replay version at its pins and the batch views at the version of their
+    last run; the stream reads silver as the previous batch left it. Any of these may be a
+    week old when read (a gate failing for days, a batch layer paused, a stream stopped), and
+    Delta 4 refuses by default to read a version older than the table's
+    deletedFileRetentionDuration (7 days) once a newer commit exists."""
+    target = replace(table("speed.late_events"), name="tests.week_old")
+    for version in range(3):
+        append_once(spark.range(version, version + 1), target, local_settings, "t", version)
+    compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
+    path = target.path(local_settings)
+    age_commits(path, days=8)
+
+    hours = retention_keeping(spark, target, local_settings, 168, 2)
+    assert hours > 8 * 24, "back to version 2's commit, 8 days ago"
+    vacuum_replaced_files(spark, target, local_settings, after_hours=hours)
+    pinned = read_table_at(spark, target, local_settings, 2)
+    assert pinned is not None and sorted(r["id"] for r in pinned.collect()) == [0, 1, 2]
 
 
 def test_vacuum_deletes_the_files_no_commit_added(spark, local_settings) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from lakehouse.delta_io import append_once, read_table, table_version
 from lakehouse.speed_batch import MicroBatchProcessor, PinnedState, SpeedOutputs
-from tests.delta_files import replaced_files
+from tests.delta_files import age_commits, replaced_files
 
 # Silver's columns that these tests read, and those its Delta statistics are kept for.
 SCHEMA = (
@@ -413,3 +413,47 @@ def test_the_stream_deletes_the_files_it_replaced_once_they_are_old_enough(
         }
     assert all(kept_on_disk[168].values()), "within the retention, replaced files stay"
     assert kept_on_disk[0] == {name: set() for name in kept_on_disk[0]}
+
+
+def test_a_batch_retried_after_a_week_s_stop_reads_silver_as_it_was(
+    spark, local_settings, tmp_path
+) -> None:
+    """A batch reads silver as the previous batch left it. When the batch failed after its
+    silver append (a write beside it failed, or the process was killed) and the stream then
+    stayed stopped for over a week, that version is no longer silver's latest and is more than
+    the table's deletedFileRetentionDuration (7 days) old: Delta 4 refuses by default to read
+    it, and the stream could never start again."""
+    from dataclasses import replace
+    from datetime import UTC, timedelta
+
+    from lakehouse.generator import generate_events
+
+    events = list(
+        generate_events(90, seed=4, start=datetime.now(UTC) - timedelta(minutes=30), users=4)
+    )
+    batches = [kafka_records(spark, events[i : i + 30], i) for i in range(0, 90, 30)]
+    out = SpeedOutputs.live()
+    checkpoint = str(query_checkpoint(tmp_path / "checkpoint", "query-6"))
+    processor = MicroBatchProcessor(local_settings, out, checkpoint, lambda: {})
+    for batch_id in (0, 1):
+        processor(batches[batch_id], batch_id)
+    # Batch 2 fails after silver's append: its counts table is blocked by a file.
+    blocked_out = replace(out, counts=replace(out.counts, name="tests.blocked_counts"))
+    blocked = Path(blocked_out.counts.path(local_settings))
+    blocked.parent.mkdir(parents=True, exist_ok=True)
+    blocked.write_text("a file where the table's folder should be")
+    with pytest.raises(Exception, match="blocked_counts"):
+        MicroBatchProcessor(local_settings, blocked_out, checkpoint, lambda: {})(batches[2], 2)
+    assert processor._committed is not None
+    left = processor._committed[2].silver_version
+    assert left is not None and left < table_version(spark, out.silver, local_settings)
+    for name in ("raw", "quarantine", "silver", "active_users", "sessions", "late", "progress"):
+        target = getattr(out, name).path(local_settings)
+        if Path(target).exists():
+            age_commits(target, days=8)
+    blocked.unlink()
+
+    MicroBatchProcessor(local_settings, blocked_out, checkpoint, lambda: {})(batches[2], 2)
+
+    silver = read_table(spark, out.silver, local_settings).select("event_id").collect()
+    assert sorted(r["event_id"] for r in silver) == sorted(e["event_id"] for _, e in events)
