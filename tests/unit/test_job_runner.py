@@ -18,10 +18,10 @@ def test_the_last_result_line_is_the_summary_and_its_lines_reach_the_log() -> No
 
 
 def test_a_failed_status_or_a_missing_result_fails_with_the_job_s_name() -> None:
-    with pytest.raises(RuntimeError, match="jobs.x stopped with status 3"):
+    with pytest.raises(RuntimeError, match=r"jobs\.x stopped with status 3"):
         JobOutcome(3, ['RESULT {"n": 1}']).summary("jobs.x", "RESULT ")
     assert JobOutcome(4, ['RESULT {"n": 1}']).summary("jobs.x", "RESULT ", succeeded=(0, 4)) == {
         "n": 1
     }
-    with pytest.raises(RuntimeError, match="jobs.x ended with status 0 but printed no result"):
+    with pytest.raises(RuntimeError, match=r"jobs\.x ended with status 0 but printed no result"):
         JobOutcome(0, ["==> done"]).summary("jobs.x", "RESULT ")
