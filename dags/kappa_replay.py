@@ -164,10 +164,11 @@ def kappa_replay() -> None:
         if replayed.get("active") and replayed.get("served"):
             _skip(f"{replayed['version']} is the active version and passed its gate: served")
         if replayed.get("active"):
+            # The note says since when serving has read it so, and warns after a week.
             raise AirflowFailException(
                 f"{replayed['version']} was extended but its reconciliation gate failed (see "
-                "the replay task's log and the reconcile DAG's report): serving still reads it "
-                "as its last passed gate saw it. Promote it with promote_version (Force to "
+                "the replay task's log and the reconcile DAG's report). "
+                f"{replayed.get('unserved') or ''}\nPromote it with promote_version (Force to "
                 "serve it anyway) once the cause is understood."
             )
         if not replayed["auto_promote"]:

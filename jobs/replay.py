@@ -316,13 +316,19 @@ def run_replay(
 
     verdict = advance_extension(spark, settings, version) if extension else None
     active, served = verdict is not None, verdict is not None and verdict.passed
+    unserved = None
+    if active and not served:
+        from lakehouse.versions import pinned_since, pointer_history, unserved_note
+
+        since = pinned_since(pointer_history(spark, settings), version)
+        unserved = unserved_note(version, since, datetime.now(UTC))
     if verdict is not None:
         print(
             f"==> {version} is the active version: serving reads what this run added now"
             if served
-            else f"==> {version} is the active version, but serving still reads it as its last "
-            f"passed gate saw it: {verdict.message()}\n(see the reconcile DAG's report; "
-            f"`python -m jobs.versions promote {version}` checks it again, --force serves it)",
+            else f"==> {version} is the active version, but its gate failed: "
+            f"{verdict.message()}\n{unserved}\n(see the reconcile DAG's report; --force serves "
+            "it)",
             flush=True,
         )
     else:
@@ -330,7 +336,15 @@ def run_replay(
     result = {"version": version, **summary, "seconds": seconds, "new_records": new_records}
     print(
         RESULT_PREFIX
-        + json.dumps({**result, "extended": bool(extension), "active": active, "served": served})
+        + json.dumps(
+            {
+                **result,
+                "extended": bool(extension),
+                "active": active,
+                "served": served,
+                "unserved": unserved,
+            }
+        )
     )
     if active and not served:
         return EXIT_NOT_SERVED

@@ -460,8 +460,9 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     replaced = _served_files(spark, settings, "v1", pins) - _served_files(spark, settings, "v1")
     assert replaced, "the extension replaced files the pins read (else nothing was at risk)"
     assert _served_rows(spark, settings, "v1", pins) == as_served
-    assert "serving still reads it as its last passed gate saw it" in out, out
+    assert "v1 is the active version, but its gate failed" in out, out
     assert "reconciliation gate failed" in out and not _replay_result(out)["served"]
+    assert "serving reads v1 as its last passed gate saw it (" in _replay_result(out)["unserved"]
     assert [v.extensions for v in list_versions(spark, settings)] == [2]
     assert served_until() == checked, "an unchecked extension is not served"
     assert not serves_all_of(spark, kappa, "v1")
