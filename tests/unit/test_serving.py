@@ -38,3 +38,45 @@ def test_contains_is_half_open_and_leaves_gaps_to_speed(spark) -> None:
 def test_no_coverage_contains_nothing(spark) -> None:
     df = spark.createDataFrame([(at(1),)], "t timestamp")
     assert df.where(Coverage([], None).contains("t")).count() == 0
+
+
+def test_a_batch_layer_paused_for_a_week_is_still_served(spark, local_settings, tmp_path) -> None:
+    """Serving reads a batch view as its last run left it. The run's vacuum commits after
+    that, so it is not the table's latest version, and after a week without a batch run (kappa
+    mode for a while, a paused DAG) Delta 4 would refuse by default to read it (older than the
+    table's deletedFileRetentionDuration): every lambda query would fail."""
+    from datetime import timedelta
+
+    from lakehouse.batch import Interval, recompute_interval
+    from lakehouse.delta_io import read_table, table_version
+    from lakehouse.generator import generate_events
+    from lakehouse.serving import serve
+    from lakehouse.speed_batch import MicroBatchProcessor, SpeedOutputs
+    from lakehouse.tables import table
+    from tests.delta_files import age_commits
+    from tests.micro_batches import kafka_records, query_checkpoint
+
+    now = datetime.now(UTC)
+    hour = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
+    events = [
+        *generate_events(60, seed=6, start=hour, users=4),
+        *generate_events(30, seed=7, start=hour + timedelta(hours=2), users=4),
+    ]
+    checkpoint = str(query_checkpoint(tmp_path / "checkpoint", "query-7"))
+    MicroBatchProcessor(local_settings, SpeedOutputs.live(), checkpoint, lambda: {})(
+        kafka_records(spark, events, 0), 0
+    )
+    interval = Interval.checked(hour, hour + timedelta(hours=1), now)
+    run = recompute_interval(spark, local_settings, interval, "paused-for-a-week")
+    counts = table("batch.event_counts_1m")
+    [result] = [r for r in run.views if r.view == "event_counts_1m"]
+    assert result.table_version < (table_version(spark, counts, local_settings) or 0), "vacuumed"
+    for name in ("batch.event_counts_1m", "ops.batch_runs"):
+        age_commits(table(name).path(local_settings), days=8)
+
+    served, coverage = serve(spark, local_settings, "event_counts_1m", mode="lambda")
+
+    assert coverage.high_water == interval.end
+    from_batch = served.where("source = 'batch'").drop("source").collect()
+    assert sorted(from_batch) == sorted(read_table(spark, counts, local_settings).collect())
+    assert sum(r["events"] for r in from_batch) == 60

@@ -12,6 +12,7 @@ import pytest
 from lakehouse.delta_io import append_once, read_table, table_version
 from lakehouse.speed_batch import MicroBatchProcessor, PinnedState, SpeedOutputs
 from tests.delta_files import age_commits, replaced_files
+from tests.micro_batches import kafka_records, query_checkpoint
 
 # Silver's columns that these tests read, and those its Delta statistics are kept for.
 SCHEMA = (
@@ -55,34 +56,6 @@ def test_a_batch_outside_silver_s_time_range_keeps_all_its_events(spark, local_s
     processor = MicroBatchProcessor(local_settings, out, "unused")
     new = processor.new_events(spark, batch, PinnedState(silver_version=0)).collect()
     assert [r["event_id"] for r in new] == ["e2"]
-
-
-def query_checkpoint(folder: Path, query_id: str) -> Path:
-    """A streaming checkpoint folder holding only its query id: all the processor reads."""
-    folder.mkdir()
-    (folder / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
-    return folder
-
-
-def kafka_records(spark, events: list[tuple[str, dict]], first_offset: int):
-    import json
-
-    return spark.createDataFrame(
-        [
-            (
-                key.encode(),
-                json.dumps(event).encode(),
-                "events",
-                0,
-                first_offset + i,
-                datetime.now(),
-                0,
-            )
-            for i, (key, event) in enumerate(events)
-        ],
-        "key binary, value binary, topic string, partition int, offset long, "
-        "timestamp timestamp, timestampType int",
-    )
 
 
 def test_the_state_a_batch_leaves_in_memory_is_what_the_next_batch_would_read_back(

@@ -1,0 +1,35 @@
+"""Micro-batches as the speed layer's foreachBatch receives them, built in code: Kafka
+records and the checkpoint folder the processor reads its query id from."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+
+def query_checkpoint(folder: Path, query_id: str) -> Path:
+    """A streaming checkpoint folder holding only its query id: all the processor reads."""
+    folder.mkdir()
+    (folder / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
+    return folder
+
+
+def kafka_records(spark, events: list[tuple[str, dict]], first_offset: int):
+    """(key, event) pairs as records of partition 0 of the `events` topic, from `first_offset`."""
+    return spark.createDataFrame(
+        [
+            (
+                key.encode(),
+                json.dumps(event).encode(),
+                "events",
+                0,
+                first_offset + i,
+                datetime.now(),
+                0,
+            )
+            for i, (key, event) in enumerate(events)
+        ],
+        "key binary, value binary, topic string, partition int, offset long, "
+        "timestamp timestamp, timestampType int",
+    )
