@@ -79,6 +79,20 @@ def job_env(settings: Settings) -> dict[str, str]:
     }
 
 
+def run_job(
+    settings: Settings, module: str, *args: str, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """A job (`python -m <module>`) run to its end on these settings, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO,
+        env=job_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 @dataclass
 class Log:
     settings: Settings
@@ -196,9 +210,7 @@ def test_a_killed_replay_resumes_to_the_same_result(
     assert [v.status for v in list_versions(spark, log.settings) if v.version == "killed"] == [
         "running"
     ]
-    resumed = subprocess.run(
-        command, cwd=REPO, env=job_env(log.settings), capture_output=True, text=True, timeout=600
-    )
+    resumed = run_job(log.settings, *command[2:])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
     plan = plan_replay(log.settings, log.settings.kafka.topic, ReplayStart("earliest"))
@@ -319,14 +331,7 @@ def test_bad_replay_parameters_are_refused_and_write_nothing(
     args: list[str], message: str, kafka_up: str, tmp_path: Path
 ) -> None:
     settings = settings_for(tmp_path, "events")
-    job = subprocess.run(
-        [sys.executable, "-m", "jobs.replay", *args],
-        cwd=REPO,
-        env=job_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    job = run_job(settings, "jobs.replay", *args, timeout=120)
     assert job.returncode == 2, job.stderr
     assert message in job.stderr and "nothing written" in job.stderr, job.stderr
     assert "Traceback" not in job.stderr
@@ -347,14 +352,7 @@ def _produce_part(
 
 
 def _extend(settings: Settings, version: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "jobs.replay", "--extend", version],
-        cwd=REPO,
-        env=job_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_job(settings, "jobs.replay", "--extend", version)
 
 
 def _replay_result(stdout: str) -> dict[str, Any]:
@@ -466,14 +464,7 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     assert [v.extensions for v in list_versions(spark, settings)] == [2]
     assert served_until() == checked, "an unchecked extension is not served"
     assert not serves_all_of(spark, kappa, "v1")
-    listed = subprocess.run(
-        [sys.executable, "-m", "jobs.versions", "list"],
-        cwd=REPO,
-        env=job_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    listed = run_job(settings, "jobs.versions", "list")
     assert listed.returncode == 0, listed.stderr
     assert "serving reads v1 as its last passed gate saw it (" in listed.stdout, listed.stdout
     with pytest.raises(VersionError, match="refused"):
