@@ -1,13 +1,17 @@
-"""How much sooner does a small micro-batch finish with its table writes side by side?
+"""How much sooner does a micro-batch finish with its table writes side by side?
 
     .venv/bin/python -m bench.speed_write_threads [--batches 30] [--events-per-batch 300 2500]
-                                                  [--threads 1 4]
+                                                  [--threads 1 4] [--minutes-per-batch 0.1]
+                                                  [--backlog]
 
-The same micro-batches (bench.speed_aging's synthetic Kafka records, a tenth of a minute of
+The same micro-batches (bench.speed_aging's synthetic Kafka records, --minutes-per-batch of
 event time each) go through one speed-layer processor per `speed.write_threads` value, each
 writing its own tables, in one process and interleaved batch by batch (the order alternating),
 so that a busy moment of this noisy machine falls on every variant alike. The figure is each
 variant's median batch time over the first --threads value's, after a warm-up of 5 batches.
+Nothing waits in Kafka after a batch, so each runs as a small one (interpreted projections);
+with --backlog, as part of a catch-up (generated code), e.g. `--events-per-batch 200000
+--minutes-per-batch 1 --batches 12 --backlog` for the live stream's largest batches.
 Results go to bench/results/speed_write_threads-<timestamp>.json.
 """
 
@@ -26,10 +30,11 @@ from bench.speed_layer import RESULTS, bench_settings
 from lakehouse.speed_batch import MicroBatchProcessor
 
 WARM_UP_BATCHES = 5
-MINUTES_PER_BATCH = 0.1
 
 
-def run(batches: int, events: int, variants: list[int], stamp: str) -> dict[str, Any]:
+def run(
+    batches: int, events: int, variants: list[int], stamp: str, minutes: float, backlog: bool
+) -> dict[str, Any]:
     from lakehouse.spark import get_spark
 
     processors, seconds = [], []
@@ -42,12 +47,13 @@ def run(batches: int, events: int, variants: list[int], stamp: str) -> dict[str,
         checkpoint.mkdir(parents=True)
         # The processor takes its writer id from the streaming checkpoint's query id.
         (checkpoint / "metadata").write_text(json.dumps({"id": run_name}) + "\n")
-        # Nothing waits in Kafka after a batch, so every batch after the first is a small one.
-        processors.append(MicroBatchProcessor(settings, OUT, str(checkpoint), lambda: {}))
+        # The Kafka lag each batch leaves, which decides whether the next one is small.
+        lag: dict[int, int] = {0: 10**9} if backlog else {}
+        processors.append(MicroBatchProcessor(settings, OUT, str(checkpoint), lag.copy))
         seconds.append([])
-    start = datetime.now(UTC) - timedelta(minutes=batches * MINUTES_PER_BATCH + 5)
+    start = datetime.now(UTC) - timedelta(minutes=batches * minutes + 5)
     for index in range(batches):
-        batch = kafka_batch(spark, index, events, start, MINUTES_PER_BATCH).localCheckpoint()
+        batch = kafka_batch(spark, index, events, start, minutes).localCheckpoint()
         order = list(range(len(variants)))
         for i in order if index % 2 == 0 else reversed(order):
             began = time.monotonic()
@@ -76,6 +82,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--events-per-batch", type=int, nargs="+", default=[300, 2500])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--minutes-per-batch", type=float, default=0.1)
+    parser.add_argument("--backlog", action="store_true")
     args = parser.parse_args()
     if args.batches <= WARM_UP_BATCHES + 1:
         parser.error(f"--batches must be more than {WARM_UP_BATCHES + 1}")
@@ -85,8 +93,12 @@ def main() -> None:
         "machine": "2 cores, 24 GiB",
         "batches": args.batches,
         "warm_up_batches": WARM_UP_BATCHES,
+        "minutes_per_batch": args.minutes_per_batch,
+        "backlog": args.backlog,
         **{
-            f"records_{events}": run(args.batches, events, args.threads, stamp)
+            f"records_{events}": run(
+                args.batches, events, args.threads, stamp, args.minutes_per_batch, args.backlog
+            )
             for events in args.events_per_batch
         },
     }

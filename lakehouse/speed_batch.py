@@ -301,7 +301,7 @@ class MicroBatchProcessor:
             pinned.waiting is not None and pinned.waiting < self.settings.speed.small_batch_records
         )
         with interpreted_projections(spark, small):
-            self.process(batch, batch_id, app, pinned, started, small)
+            self.process(batch, batch_id, app, pinned, started)
 
     def process(
         self,
@@ -310,7 +310,6 @@ class MicroBatchProcessor:
         app: str,
         pinned: PinnedState,
         started: float,
-        small: bool = False,
     ) -> None:
         spark = batch.sparkSession
         out, settings = self.outputs, self.settings
@@ -392,11 +391,11 @@ class MicroBatchProcessor:
                 with steps(name):
                     write()
 
-            # A small batch's writes are mostly planning and committing on the driver, one
-            # core's work each: side by side they finish sooner (median batch 4.3 -> 3.5 s at
-            # 2,500 records, 4 threads; bench/results/speed_write_threads-*). A large one's
-            # fill both cores already, and run one after the other.
-            threads = settings.speed.write_threads if small else 1
+            # A batch's writes are largely planning and committing on the driver, one core's
+            # work each: side by side they finish sooner. Median batch 0.82x at 2,500 records,
+            # 0.94x at 200,000 (a catch-up's); a 10M-event replay the same either way
+            # (bench.speed_write_threads, bench/results/speed_write_threads-*).
+            threads = settings.speed.write_threads
             with ThreadPoolExecutor(threads) as pool:
                 for done in [pool.submit(timed, name, write) for name, write in due]:
                     done.result()  # a failed write fails the batch

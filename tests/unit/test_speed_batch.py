@@ -89,7 +89,7 @@ def test_the_state_a_batch_leaves_in_memory_is_what_the_next_batch_would_read_ba
 def test_a_write_failing_beside_the_others_fails_the_batch_and_its_retry_writes_once(
     spark, local_settings, tmp_path
 ) -> None:
-    """A small batch writes its tables side by side (speed.write_threads); one failed write
+    """A batch writes its tables side by side (speed.write_threads); one failed write
     must still fail the batch before its progress row, and the retry must skip what the
     others committed."""
     import time
@@ -107,16 +107,16 @@ def test_a_write_failing_beside_the_others_fails_the_batch_and_its_retry_writes_
     batch = kafka_records(spark, events_at(datetime.now(UTC) - timedelta(minutes=5), 40, 3), 0)
     app = processor.app_id(spark)
 
-    def run_small_batch() -> None:
-        processor.process(batch, 0, app, PinnedState(waiting=40), time.monotonic(), small=True)
+    def run_batch() -> None:
+        processor.process(batch, 0, app, PinnedState(waiting=40), time.monotonic())
 
     with pytest.raises(Exception, match="blocked_counts"):
-        run_small_batch()
+        run_batch()
     assert read_table(spark, out.silver, local_settings).count() == 40, "written beside it"
     assert not Path(out.progress.path(local_settings)).exists(), "the batch did not complete"
 
     blocked.unlink()
-    run_small_batch()
+    run_batch()
     for name in ("raw", "silver", "counts", "progress"):
         assert table_version(spark, getattr(out, name), local_settings) == 0, name
     assert read_table(spark, out.silver, local_settings).count() == 40
