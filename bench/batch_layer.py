@@ -16,21 +16,18 @@ Results are printed and written to bench/results/batch_layer-<timestamp>.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from bench.floors import parse_only_seconds
+from bench.report import save_results
 from bench.synthetic import MICROS, event_json, event_type, page
 from lakehouse.batch import Interval, recompute_interval
 from lakehouse.config import Settings, load_settings
 from lakehouse.spark import get_spark
 from lakehouse.tables import table
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def bench_settings(storage: str, run: str) -> Settings:
@@ -128,11 +125,7 @@ def main() -> None:
         results[f"{name}_ratio_to_scan"] = round(batch.seconds / seconds, 2)
         results[f"{name}_events"] = batch.events
         print(f"    {batch.summary()}", flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"batch_layer-{run}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
-    print(f"written to {out}")
+    save_results("batch_layer", run, results)
 
 
 if __name__ == "__main__":

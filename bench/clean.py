@@ -4,6 +4,7 @@ bucket. The figures in bench/results/ stay. Run with Kafka and MinIO up (`make u
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ BUCKET_PREFIX = "bench/"
 
 
 def main() -> int:
+    argparse.ArgumentParser(prog="python -m bench.clean", description=__doc__).parse_args()
     settings = load_settings("minio")
     failed = False
     try:

@@ -13,21 +13,18 @@ month of hourly runs). Steps, in one process and one SparkSession:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from bench.batch_layer import bench_settings
+from bench.report import save_results
 from lakehouse.batch import RUNS_SCHEMA
 from lakehouse.maintenance import look_after
 from lakehouse.serving import batch_coverage
 from lakehouse.spark import get_spark
 from lakehouse.tables import table
 from lakehouse.views import VIEWS, view
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def main() -> None:
@@ -94,9 +91,7 @@ def main() -> None:
         "coverage_read_seconds_after": round(statistics.median(after), 3),
         "after_to_before": round(statistics.median(after) / statistics.median(before), 3),
     }
-    print(json.dumps(result, indent=2))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"maintenance-{run}.json").write_text(json.dumps(result, indent=2) + "\n")
+    save_results("maintenance", run, result)
 
 
 if __name__ == "__main__":

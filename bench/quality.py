@@ -15,12 +15,12 @@ Results are printed and written to bench/results/quality-<timestamp>.json.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.report import save_results
 from bench.synthetic import event_type, page, purchase_amount
 from lakehouse import events as contract
 from lakehouse.config import load_settings
@@ -28,7 +28,6 @@ from lakehouse.quality.suites import EventTimeBounds, silver_events_suite
 from lakehouse.quality.validate import validate_dataframe
 from lakehouse.spark import get_spark
 
-RESULTS = Path(__file__).parent / "results"
 START = datetime(2026, 3, 1, tzinfo=UTC)
 BOUNDS = EventTimeBounds(START - timedelta(days=1), START + timedelta(days=2))
 DEFECT_EVERY = 100_003  # a prime, so defects land on every kind of row
@@ -159,11 +158,7 @@ def main() -> None:
     results["verdict"] = got.verdict.value
     if not results["counts_agree"]:
         results["suite_counts"] = found
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"quality-{run}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
-    print(f"written to {out}")
+    save_results("quality", run, results)
 
 
 if __name__ == "__main__":

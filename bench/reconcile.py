@@ -20,21 +20,19 @@ kept. Results are printed and written to bench/results/reconcile-<timestamp>.jso
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from datetime import UTC, datetime, timedelta
 from functools import reduce
-from pathlib import Path
 from typing import Any
 
+from bench.report import save_results
 from bench.synthetic import event_type, page, purchase_amount
 from lakehouse.config import Settings, load_settings
 from lakehouse.spark import get_spark
 from lakehouse.tables import table
 from lakehouse.views import VIEWS
 
-RESULTS = Path(__file__).parent / "results"
 LATE_EVERY = 50  # one event in 50 is late
 SAMPLE = 50
 JITTER_MICROS = 30 * 60 * 1_000_000
@@ -231,11 +229,7 @@ def main() -> None:
             "publish": [round(r["publish_seconds"], 2) for r in reconciled],
         },
     }
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"reconcile-{run}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
-    print(f"written to {out}")
+    save_results("reconcile", run, results)
 
 
 if __name__ == "__main__":

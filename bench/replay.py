@@ -18,13 +18,12 @@ Results are printed and written to bench/results/replay-<timestamp>.json.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from bench.floors import parse_only_seconds
+from bench.report import save_results
 from bench.speed_layer import bench_settings, load_topic
 from jobs.replay import run_replay
 from lakehouse.batch import Interval, recompute_interval
@@ -35,8 +34,6 @@ from lakehouse.replay import ReplayStart, plan_replay
 from lakehouse.spark import get_spark
 from lakehouse.tables import table
 from lakehouse.transforms.bronze import to_raw_records
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def kafka_batch(spark: Any, settings: Settings, topic: str) -> Any:
@@ -145,11 +142,7 @@ def main() -> None:
         results["rounds"].append(got)
         print(f"    {got}", flush=True)
     results |= results["rounds"][0]  # the first round's figures, as earlier results have them
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"replay-{run}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
-    print(f"written to {out}")
+    save_results("replay", run, results)
 
 
 if __name__ == "__main__":

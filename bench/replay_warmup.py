@@ -15,19 +15,16 @@ to bench/results/replay_warmup-<timestamp>.json.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from bench.report import save_results
 from bench.speed_layer import bench_settings, load_topic
 from jobs.replay import run_replay
 from lakehouse.kafka_io import ensure_topic
 from lakehouse.replay import ReplayStart, plan_replay
 from lakehouse.spark import get_spark
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def jvm_counters(spark: Any) -> dict[str, float]:
@@ -77,11 +74,7 @@ def main() -> None:
         }
         results[version] = got
         print(f"    {got}", flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"replay_warmup-{run}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
-    print(f"written to {out}")
+    save_results("replay_warmup", run, results)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from bench.speed_layer import RESULTS, bench_settings
+from bench.report import save_results
+from bench.speed_layer import bench_settings
 from bench.synthetic import event_json, event_type, page
 from lakehouse.speed_batch import MicroBatchProcessor, SpeedOutputs
 from lakehouse.views import VIEWS
@@ -205,9 +206,7 @@ def main() -> None:
     if args.batches < WARM_UP_BATCHES + 2 * WINDOW:
         parser.error(f"--batches must be at least {WARM_UP_BATCHES + 2 * WINDOW}")
     result = run(args.batches, args.events_per_batch, args.minutes_per_batch, args.storage)
-    print(json.dumps(result, indent=2))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"speed_aging-{result['run']}.json").write_text(json.dumps(result, indent=2) + "\n")
+    save_results("speed_aging", result["run"], result)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ Results are printed and written to bench/results/speed_layer-<timestamp>.json.
 from __future__ import annotations
 
 import argparse
-import json
 import threading
 import time
 import uuid
@@ -32,13 +31,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.report import save_results
 from bench.synthetic import event_json, event_type, page
 from lakehouse.config import Settings, load_settings
 from lakehouse.kafka_io import ensure_topic
 from lakehouse.spark import get_spark
 from lakehouse.speed_batch import SpeedOutputs
 
-RESULTS = Path(__file__).parent / "results"
 OUT = SpeedOutputs.live()
 
 
@@ -252,11 +251,7 @@ def main() -> None:
             results[key] = got
             print(f"    {got}", flush=True)
         results[f"highest_rate_meeting_goal_{storage}"] = max(met, default=None)
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"speed_layer-{run}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
-    print(f"written to {out}")
+    save_results("speed_layer", run, results)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.report import save_results
 from bench.speed_aging import OUT, kafka_batch
-from bench.speed_layer import RESULTS, bench_settings
+from bench.speed_layer import bench_settings
 from lakehouse.speed_batch import MicroBatchProcessor
 
 WARM_UP_BATCHES = 5
@@ -37,7 +38,8 @@ def run(
 ) -> dict[str, Any]:
     from lakehouse.spark import get_spark
 
-    processors, seconds = [], []
+    processors: list[MicroBatchProcessor] = []
+    seconds: list[list[float]] = []
     spark = None
     for i, threads in enumerate(variants):
         run_name = f"write-threads-{stamp}-{events}-{i}"
@@ -102,9 +104,7 @@ def main() -> None:
             for events in args.events_per_batch
         },
     }
-    print(json.dumps(result, indent=2))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"speed_write_threads-{stamp}.json").write_text(json.dumps(result, indent=2) + "\n")
+    save_results("speed_write_threads", stamp, result)
 
 
 if __name__ == "__main__":
