@@ -393,8 +393,8 @@ class MicroBatchProcessor:
 
             # A batch's writes are largely planning and committing on the driver, one core's
             # work each: side by side they finish sooner. Median batch 0.82x at 2,500 records,
-            # 0.94x at 200,000 (a catch-up's); a 10M-event replay the same either way
-            # (bench.speed_write_threads, bench/results/speed_write_threads-*).
+            # 0.94x at 200,000, a catch-up's (bench.speed_write_threads); a 10M-event replay
+            # took the same time either way (README, speed-layer performance).
             threads = settings.speed.write_threads
             with ThreadPoolExecutor(threads) as pool:
                 for done in [pool.submit(timed, name, write) for name, write in due]:
