@@ -214,6 +214,15 @@ def main() -> None:
     )
     parser.add_argument("--warm-up-seconds", type=float, default=30.0)
     args = parser.parse_args()
+    for option, values in (
+        ("--storage", args.storage),
+        ("--sustain-storage", args.sustain_storage),
+        ("--sustain-rate", args.sustain_rate),
+    ):
+        # Each value names its run's lakehouse: a second run would find the first's tables
+        # caught up and report a rate of millions of events/s.
+        if len(set(values)) != len(values):
+            parser.error(f"{option} gives a value twice: {' '.join(map(str, values))}")
 
     run = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     topic = f"bench-{run.lower()}"
