@@ -1,18 +1,21 @@
-"""How much sooner does a micro-batch finish with its table writes side by side?
+"""How much sooner does a micro-batch finish with its table writes side by side, or with
+another number of tasks rebuilding Delta's table state?
 
     .venv/bin/python -m bench.speed_write_threads [--batches 30] [--events-per-batch 300 2500]
-                                                  [--threads 1 4] [--minutes-per-batch 0.1]
-                                                  [--backlog]
+                                                  [--threads 1 4 | --delta-log-tasks 4 1]
+                                                  [--minutes-per-batch 0.1] [--backlog]
 
 The same micro-batches (bench.speed_aging's synthetic Kafka records, --minutes-per-batch of
-event time each) go through one speed-layer processor per `speed.write_threads` value, each
-writing its own tables, in one process and interleaved batch by batch (the order alternating),
-so that a busy moment of this noisy machine falls on every variant alike. The figure is each
-variant's median batch time over the first --threads value's, after a warm-up of 5 batches.
-Nothing waits in Kafka after a batch, so each runs as a small one (interpreted projections);
-with --backlog, as part of a catch-up (generated code), e.g. `--events-per-batch 200000
---minutes-per-batch 1 --batches 12 --backlog` for the live stream's largest batches.
-Results go to bench/results/speed_write_threads-<timestamp>.json.
+event time each) go through one speed-layer processor per variant, each writing its own
+tables, in one process and interleaved batch by batch (the order alternating), so that a busy
+moment of this noisy machine falls on every variant alike. The variants are the values of
+`speed.write_threads` (--threads, the default) or of `spark.delta_log_tasks`
+(--delta-log-tasks, set on the session around each batch; the other setting as configured).
+The figure is each variant's median batch time over the first variant's, after a warm-up of
+5 batches. Nothing waits in Kafka after a batch, so each runs as a small one (interpreted
+projections); with --backlog, as part of a catch-up (generated code), e.g.
+`--events-per-batch 200000 --minutes-per-batch 1 --batches 12 --backlog` for the live
+stream's largest batches. Results go to bench/results/speed_write_threads-<timestamp>.json.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import json
 import statistics
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,22 +32,31 @@ from typing import Any
 from bench.report import save_results
 from bench.speed_aging import OUT, kafka_batch
 from bench.speed_layer import bench_settings
+from lakehouse.spark import DELTA_LOG_TASKS
 from lakehouse.speed_batch import MicroBatchProcessor
 
 WARM_UP_BATCHES = 5
 
 
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    write_threads: int | None = None  # None: as configured
+    delta_log_tasks: int | None = None
+
+
 def run(
-    batches: int, events: int, variants: list[int], stamp: str, minutes: float, backlog: bool
+    batches: int, events: int, variants: list[Variant], stamp: str, minutes: float, backlog: bool
 ) -> dict[str, Any]:
     from lakehouse.spark import get_spark
 
     processors: list[MicroBatchProcessor] = []
     seconds: list[list[float]] = []
     spark = None
-    for i, threads in enumerate(variants):
+    for i, variant in enumerate(variants):
         run_name = f"write-threads-{stamp}-{events}-{i}"
-        settings = bench_settings("local", "bench-write-threads", run_name, write_threads=threads)
+        threads = {} if variant.write_threads is None else {"write_threads": variant.write_threads}
+        settings = bench_settings("local", "bench-write-threads", run_name, **threads)
         spark = spark or get_spark("bench-speed-write-threads", settings)
         checkpoint = Path(f"/tmp/tributary-bench/{run_name}/checkpoint")
         checkpoint.mkdir(parents=True)
@@ -53,11 +66,15 @@ def run(
         lag: dict[int, int] = {0: 10**9} if backlog else {}
         processors.append(MicroBatchProcessor(settings, OUT, str(checkpoint), lag.copy))
         seconds.append([])
+    assert spark is not None, "at least one variant"
     start = datetime.now(UTC) - timedelta(minutes=batches * minutes + 5)
     for index in range(batches):
         batch = kafka_batch(spark, index, events, start, minutes).localCheckpoint()
         order = list(range(len(variants)))
         for i in order if index % 2 == 0 else reversed(order):
+            if variants[i].delta_log_tasks is not None:
+                # The session's runtime setting; merge_once's own sessions carry it over.
+                spark.conf.set(DELTA_LOG_TASKS, str(variants[i].delta_log_tasks))
             began = time.monotonic()
             processors[i](batch, index)
             seconds[i].append(time.monotonic() - began)
@@ -65,13 +82,13 @@ def run(
         print(f"{events} records, batch {index + 1}/{batches}: {took} s", flush=True)
     medians = [statistics.median(s[WARM_UP_BATCHES:]) for s in seconds]
     return {
-        str(threads): {
+        variant.label: {
             "median_batch_seconds": round(median, 2),
             "p90_batch_seconds": round(statistics.quantiles(s[WARM_UP_BATCHES:], n=10)[-1], 2),
             "max_batch_seconds": round(max(s[WARM_UP_BATCHES:]), 2),
             "ratio_to_first": round(median / medians[0], 2),
         }
-        for threads, median, s in zip(variants, medians, seconds, strict=True)
+        for variant, median, s in zip(variants, medians, seconds, strict=True)
     }
 
 
@@ -83,12 +100,20 @@ def main() -> None:
     )
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--events-per-batch", type=int, nargs="+", default=[300, 2500])
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 4])
+    vary = parser.add_mutually_exclusive_group()
+    vary.add_argument("--threads", type=int, nargs="+")
+    vary.add_argument("--delta-log-tasks", type=int, nargs="+")
     parser.add_argument("--minutes-per-batch", type=float, default=0.1)
     parser.add_argument("--backlog", action="store_true")
     args = parser.parse_args()
     if args.batches <= WARM_UP_BATCHES + 1:
         parser.error(f"--batches must be more than {WARM_UP_BATCHES + 1}")
+    if args.delta_log_tasks:
+        variants = [
+            Variant(f"delta_log_tasks_{n}", delta_log_tasks=n) for n in args.delta_log_tasks
+        ]
+    else:
+        variants = [Variant(str(t), write_threads=t) for t in args.threads or [1, 4]]
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     result = {
         "run": stamp,
@@ -99,7 +124,7 @@ def main() -> None:
         "backlog": args.backlog,
         **{
             f"records_{events}": run(
-                args.batches, events, args.threads, stamp, args.minutes_per_batch, args.backlog
+                args.batches, events, variants, stamp, args.minutes_per_batch, args.backlog
             )
             for events in args.events_per_batch
         },

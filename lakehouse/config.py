@@ -90,6 +90,7 @@ class SparkSettings(_Frozen):
     master: str = Field(pattern=r"^(local(\[(\*|\d+)\])?|spark://.+|yarn|k8s://.+)$")
     driver_memory: str = Field(pattern=r"^\d+[kmgKMG]$")
     shuffle_partitions: int = Field(ge=1)
+    delta_log_tasks: int = Field(ge=1)
     conf: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("conf", mode="before")

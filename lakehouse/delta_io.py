@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.config import Settings
-from lakehouse.spark import PROJECTIONS
+from lakehouse.spark import HOW_TO_RUN
 from lakehouse.tables import Table
 from lakehouse.times import from_micros
 
@@ -134,10 +134,10 @@ def merge_once(
     # The transaction id of a MERGE can only be given as session settings; a session of its
     # own keeps them from leaking into writes that other threads run at the same time.
     session = source.sparkSession.newSession()
-    # A new session starts from the application's settings: carry over how to run.
-    projections = source.sparkSession.conf.get(PROJECTIONS, None)
-    if projections is not None:
-        session.conf.set(PROJECTIONS, projections)
+    for key in HOW_TO_RUN:
+        value = source.sparkSession.conf.get(key, None)
+        if value is not None:
+            session.conf.set(key, value)
     session.conf.set(TXN_APP_ID, app_id)
     session.conf.set(TXN_VERSION, str(version))
     target = DeltaTable.forPath(session, table.path(settings))

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 LOG4J_CONFIG = REPO_ROOT / "infra" / "spark" / "log4j2.properties"
 
 
+DELTA_LOG_TASKS = "spark.databricks.delta.snapshotPartitions"
+
+
 class SparkSetupError(Exception):
     """Spark cannot start here; the message says what to do."""
 
@@ -38,8 +41,8 @@ def spark_conf(settings: Settings, jars_dir: Path | None = None) -> dict[str, st
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
-        # Delta reads its log with this many tasks; the default 50 is for clusters.
-        "spark.databricks.delta.snapshotPartitions": str(settings.spark.shuffle_partitions),
+        # Delta rebuilds a table's state from its log with this many tasks (default 50).
+        DELTA_LOG_TASKS: str(settings.spark.delta_log_tasks),
         "spark.ui.showConsoleProgress": "false",
         # Compiled query code is reused by its text. A micro-batch runs about 200 distinct
         # pieces (Delta's commits included); with the default 100 the cache evicted them all
@@ -150,6 +153,10 @@ def release_local_checkpoint(df: DataFrame) -> None:
 # How Spark builds the row projections each task creates (shuffle keys, Delta's typed reads of
 # its own log, ...): generated code (the default) or interpreted expressions.
 PROJECTIONS = "spark.sql.codegen.factoryMode"
+# Settings that change how a session's jobs run, never what they compute. A session made for
+# one write (lakehouse.delta_io.merge_once) starts from the application's settings, so it
+# carries these over from the session it serves, which may have changed them.
+HOW_TO_RUN = (PROJECTIONS, DELTA_LOG_TASKS)
 
 
 @contextmanager

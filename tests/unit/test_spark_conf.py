@@ -64,3 +64,14 @@ def test_master_and_extra_conf_come_from_config(tmp_path: Path) -> None:
     assert conf["spark.master"] == "spark://h:7077"
     assert "spark.driver.host" not in conf, "executors must be able to reach the driver"
     assert conf["spark.executor.cores"] == "2"
+
+
+def test_delta_rebuilds_table_state_with_the_configured_tasks(tmp_path: Path) -> None:
+    folder = jars(tmp_path)
+    local = spark_conf(settings(tmp_path, "local"), folder)
+    assert local["spark.databricks.delta.snapshotPartitions"] == "1"
+    assert local["spark.sql.shuffle.partitions"] == "4", "the log's tasks are set on their own"
+    override = spark_conf(
+        settings(tmp_path, "local", TRIBUTARY__SPARK__DELTA_LOG_TASKS="3"), folder
+    )
+    assert override["spark.databricks.delta.snapshotPartitions"] == "3"
