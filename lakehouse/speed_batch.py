@@ -387,7 +387,18 @@ class MicroBatchProcessor:
                 if rows or not table_exists(spark, getattr(out, TABLE_OF_STEP[name]), settings)
             ]
 
-            self.write_tables(spark, due, steps)
+            def timed(name: str, write: Callable[[], None]) -> None:
+                with steps(name):
+                    write()
+
+            # A batch's writes are largely planning and committing on the driver, one core's
+            # work each: side by side they finish sooner. Median batch 0.82x at 2,500 records,
+            # 0.94x at 200,000, a catch-up's (bench.speed_write_threads); a 10M-event replay
+            # took the same time either way (README, speed-layer performance).
+            threads = settings.speed.write_threads
+            with ThreadPoolExecutor(threads) as pool:
+                for done in [pool.submit(timed, name, write) for name, write in due]:
+                    done.result()  # a failed write fails the batch
             self.look_after_tables(spark, batch_id, steps)
             # Written last: its row is what the next batch (or a replay of this one) pins.
             with steps("progress"):
@@ -404,23 +415,6 @@ class MicroBatchProcessor:
             checked.unpersist()
             if new is not None:
                 release_local_checkpoint(new)
-
-    def write_tables(
-        self, spark: SparkSession, due: list[tuple[str, Callable[[], None]]], steps: StepTimer
-    ) -> None:
-        """Run a batch's table writes (but progress), each timed as its step."""
-
-        def timed(name: str, write: Callable[[], None]) -> None:
-            with steps(name):
-                write()
-
-        # A batch's writes are largely planning and committing on the driver, one core's
-        # work each: side by side they finish sooner. Median batch 0.82x at 2,500 records,
-        # 0.94x at 200,000, a catch-up's (bench.speed_write_threads); a 10M-event replay
-        # took the same time either way (README, speed-layer performance).
-        with ThreadPoolExecutor(self.settings.speed.write_threads) as pool:
-            for done in [pool.submit(timed, name, write) for name, write in due]:
-                done.result()  # a failed write fails the batch
 
     def turns(self, batch_id: int, names: tuple[str, ...], every: int) -> list[str]:
         """Of the output tables `names` (SpeedOutputs fields), those whose turn is this batch:
