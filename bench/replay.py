@@ -55,6 +55,20 @@ def raw_batch_read(spark: Any, settings: Settings, topic: str) -> tuple[float, i
     return time.monotonic() - began, count
 
 
+def timed_replay(
+    spark: Any, settings: Settings, topic: str, version: str, max_offsets_per_trigger: int | None
+) -> tuple[float, int]:
+    """Replay the whole topic from earliest into `version`: its seconds and records."""
+    plan = plan_replay(settings, topic, ReplayStart("earliest"))
+    began = time.monotonic()
+    status = run_replay(
+        spark, settings, plan, version, max_offsets_per_trigger=max_offsets_per_trigger
+    )
+    seconds = time.monotonic() - began
+    assert status == 0, f"the replay failed with status {status}"
+    return seconds, plan.records
+
+
 def replay_and_batch(
     spark: Any,
     settings: Settings,
@@ -64,13 +78,7 @@ def replay_and_batch(
     version: str,
 ) -> dict[str, Any]:
     """One timed replay from earliest into `version`, then one timed batch recompute."""
-    plan = plan_replay(settings, topic, ReplayStart("earliest"))
-    began = time.monotonic()
-    status = run_replay(
-        spark, settings, plan, version, max_offsets_per_trigger=args.max_offsets_per_trigger
-    )
-    replay_seconds = time.monotonic() - began
-    assert status == 0, f"the replay failed with status {status}"
+    replay_seconds, _ = timed_replay(spark, settings, topic, version, args.max_offsets_per_trigger)
     print("==> batch layer over the same events", flush=True)
     bronze = table("bronze.events_raw")
     if not table_exists(spark, bronze, settings):

@@ -15,15 +15,13 @@ to bench/results/replay_warmup-<timestamp>.json.
 from __future__ import annotations
 
 import argparse
-import time
 from datetime import UTC, datetime
 from typing import Any
 
+from bench.replay import timed_replay
 from bench.report import save_results
 from bench.speed_layer import bench_settings, load_topic
-from jobs.replay import run_replay
 from lakehouse.kafka_io import ensure_topic
-from lakehouse.replay import ReplayStart, plan_replay
 from lakehouse.spark import get_spark
 
 
@@ -62,14 +60,11 @@ def main() -> None:
     for version in ("w1", "w2"):
         print(f"==> replay {version} from earliest", flush=True)
         before = jvm_counters(spark)
-        plan = plan_replay(settings, topic, ReplayStart("earliest"))
-        began = time.monotonic()
-        assert run_replay(spark, settings, plan, version) == 0, "the replay failed"
-        seconds = time.monotonic() - began
+        seconds, records = timed_replay(spark, settings, topic, version, None)
         after = jvm_counters(spark)
         got = {
             "seconds": round(seconds, 1),
-            "records": plan.records,
+            "records": records,
             **{k: round(after[k] - before[k], 1) for k in after},
         }
         results[version] = got
