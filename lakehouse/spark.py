@@ -167,7 +167,8 @@ def interpreted_projections(spark: SparkSession, enabled: bool) -> Iterator[None
     Every task writes out the projection's Java source again before it finds the compiled
     class in the cache; for Delta's log, a schema of hundreds of fields, that is most of a
     small job's time. Measured on the speed layer at 500 events/s: median micro-batch 6.2-6.8 s
-    with generated projections, 4.9 s interpreted. On large batches interpreting is slower
+    with generated projections, 4.9 s interpreted (4.1-4.6 s in the README's later runs,
+    local disk and MinIO). On large batches interpreting is slower
     (a 2M-event replay: 50 s -> 60 s), hence the switch."""
     if not enabled:
         yield
