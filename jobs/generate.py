@@ -15,6 +15,7 @@ Exit status: 0 sent, 1 Kafka or configuration failure, 2 bad arguments (nothing 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import secrets
 import signal
@@ -23,27 +24,23 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from jobs.arguments import OneLineParser
 from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.generator import (
     ANOMALY_KINDS,
     ANOMALY_PRESETS,
     GeneratorConfig,
     check_against_settings,
+    ledger_problem,
     produce,
 )
 from lakehouse.kafka_io import KafkaUnavailableError
 from lakehouse.paths import state_dir
+from lakehouse.times import TimeRangeError, parse_iso
 
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad argument in one line, not a usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def _number(
@@ -56,6 +53,9 @@ def _number(
             value = parse(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        # float() takes "inf" and "nan": an infinite rate would send everything at once.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
         if not accept(value):
             raise argparse.ArgumentTypeError(f"{text} is not {rule}")
         return value
@@ -73,12 +73,13 @@ def start_time(text: str) -> datetime:
     if text == "now":
         return datetime.now(UTC)
     try:
-        moment = datetime.fromisoformat(text)
+        return parse_iso(text)
+    except TimeRangeError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is neither 'now' nor an ISO-8601 time like 2026-01-01T12:00:00Z"
         ) from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def duration(text: str) -> timedelta:
@@ -87,18 +88,26 @@ def duration(text: str) -> timedelta:
     try:
         seconds = float(number) * DURATION_UNITS[unit]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 15m or 3h") from None
-    return timedelta(seconds=seconds)
+        seconds = math.nan
+    if not math.isfinite(seconds):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 15m or 3h")
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too long a duration (at most {timedelta.max.days} days)"
+        ) from None
 
 
 def topic_name(text: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", text):
+    # Kafka refuses "." and ".." although they match its character rule.
+    if text in (".", "..") or not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a valid Kafka topic name")
     return text
 
 
-def build_parser() -> _Parser:
-    parser = _Parser(
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(
         prog="python -m jobs.generate",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -201,6 +210,15 @@ def main(argv: list[str]) -> int:
     except ValueError as err:
         parser.error(str(err))
     ledger = args.ledger or default_ledger(seed)
+    try:
+        problem = ledger_problem(ledger)
+    except OSError as err:
+        problem = f"cannot check the ledger {ledger}: {err.strerror or err}"
+    if problem and args.ledger:
+        parser.error(problem)
+    if problem:  # the default ledger: the state folder is the configuration's
+        print(f"generate failed: {problem}", file=sys.stderr)
+        return 1
     topic = args.topic or settings.kafka.topic
     print(
         f"==> generating {cfg.count} records (seed {seed}, start {cfg.start:%Y-%m-%dT%H:%M:%SZ}, "
@@ -220,6 +238,9 @@ def main(argv: list[str]) -> int:
     except KafkaError as err:
         where = f"; the ledger {ledger} lists what was sent" if ledger.exists() else ""
         print(f"generate failed: Kafka error: {err}{where}", file=sys.stderr)
+        return 1
+    except OSError as err:  # the ledger could not be written after all (checked above)
+        print(f"generate failed: {err}", file=sys.stderr)
         return 1
     print_summary(summary)
     return 0

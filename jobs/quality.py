@@ -44,7 +44,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs.arguments import iso_moment
+from jobs.arguments import OneLineParser, iso_moment
 from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.spark import SparkSetupError, get_spark
 from lakehouse.storage import StorageError, ensure_bucket
@@ -93,7 +93,7 @@ class BadArguments(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m jobs.quality",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

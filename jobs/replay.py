@@ -41,7 +41,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from jobs.arguments import iso_moment
+from jobs.arguments import OneLineParser, iso_moment
 from jobs.speed_layer import QueryFailedError, StopRequest, start_query
 from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.kafka_io import KafkaUnavailableError
@@ -74,7 +74,7 @@ RESULT_PREFIX = "replay result: "
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m jobs.replay",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -40,7 +40,7 @@ from lakehouse.delta_io import (
     vacuum_replaced_files,
 )
 from lakehouse.tables import BATCH, table
-from lakehouse.times import as_utc, from_micros
+from lakehouse.times import TimeRangeError, from_micros, handled
 from lakehouse.transforms.dedup import DEDUP_COLUMNS, first_delivery_per_event
 from lakehouse.transforms.parse import parse_events
 from lakehouse.transforms.validate import ValidationRules, accepted_events, validate_events
@@ -57,7 +57,8 @@ VACUUM_LOOKBACK_COMMITS = 100
 
 
 class IntervalError(ValueError):
-    """The interval asked for cannot be recomputed (reversed, in the future, unaligned)."""
+    """The interval asked for cannot be recomputed (reversed, in the future, unaligned, out
+    of the handled times)."""
 
 
 class NoDataError(Exception):
@@ -69,10 +70,16 @@ class Interval:
     start: datetime
     end: datetime
 
+    def __post_init__(self) -> None:
+        # DAGs and jobs build intervals without checked(): a time out of range would only
+        # overflow deep in recompute_interval, after Spark started.
+        _handled_bound("start", self.start)
+        _handled_bound("end", self.end)
+
     @classmethod
     def checked(cls, start: datetime, end: datetime, now: datetime) -> Interval:
         """The interval, after the checks that keep a bad request from writing anything."""
-        start, end = as_utc(start), as_utc(end)
+        start, end = _handled_bound("start", start), _handled_bound("end", end)
         if start >= end:
             raise IntervalError(f"the interval is empty or reversed: start {start} >= end {end}")
         if end > now:
@@ -276,6 +283,13 @@ def _rules(settings: Settings) -> ValidationRules:
         max_record_bytes=settings.speed.max_record_bytes,
         future_tolerance_seconds=settings.speed.future_tolerance_seconds,
     )
+
+
+def _handled_bound(name: str, moment: datetime) -> datetime:
+    try:
+        return handled(moment)
+    except TimeRangeError as err:
+        raise IntervalError(f"{name} {err}") from None
 
 
 def _s(seconds: int) -> timedelta:

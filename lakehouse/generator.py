@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+import os
 import random
 import threading
 import time
@@ -33,6 +35,7 @@ from lakehouse.events import (
     REASON_WRONG_TYPE,
     REQUIRED_FIELDS,
 )
+from lakehouse.times import END, HANDLED, TimeRangeError, handled
 
 if TYPE_CHECKING:
     from lakehouse.config import Settings
@@ -151,8 +154,8 @@ def _config_problems(cfg: GeneratorConfig) -> list[str]:
     problems = []
     if cfg.count < 1:
         problems.append(f"count must be >= 1, got {cfg.count}")
-    if not cfg.rate > 0:
-        problems.append(f"rate must be > 0 events/s, got {cfg.rate}")
+    if not (cfg.rate > 0 and math.isfinite(cfg.rate)):
+        problems.append(f"rate must be > 0 events/s and finite, got {cfg.rate:g}")
     if cfg.users < 1:
         problems.append(f"users must be >= 1, got {cfg.users}")
     if not cfg.pages:
@@ -175,6 +178,41 @@ def _config_problems(cfg: GeneratorConfig) -> list[str]:
         problems.append(
             f"max_record_bytes must be <= {MAX_RECORD_LIMIT} for oversized records "
             "to fit Kafka's 1 MB message limit"
+        )
+    if not problems:  # the time checks need a sane count, rate, start and lateness
+        problems += _time_problems(cfg)
+    return problems
+
+
+def _time_problems(cfg: GeneratorConfig) -> list[str]:
+    """Every event time must be one Tributary handles: found out while sending, a bad one
+    would stop the run half-way, with records already in Kafka and no complete ledger."""
+    try:
+        start = handled(cfg.start)
+    except TimeRangeError as err:
+        return [f"start {err}"]
+    start_ms = _to_ms(start)
+    problems = []
+    behind = max(cfg.late_max, timedelta(milliseconds=OUT_OF_ORDER_MS[1]))
+    if start_ms - _ms(behind) < 0:
+        problems.append(
+            f"late and out-of-order events go back {behind} before the start, past 1970-01-01: "
+            f"event times must be within the times Tributary handles ({HANDLED})"
+        )
+    # Floats: a tiny rate makes the span too large for any datetime or integer arithmetic.
+    # Future events are placed ahead of the wall clock, which `now` may pin.
+    try:
+        span = cfg.count / cfg.rate
+    except OverflowError:  # a count too large for a float
+        span = math.inf
+    last_clock = start_ms / 1_000 + span
+    if cfg.now is not None and cfg.now.tzinfo is not None:
+        last_clock = max(last_clock, cfg.now.timestamp())
+    if last_clock + (MAX_JITTER_MS + FUTURE_MS[1]) / 1_000 >= END.timestamp():
+        problems.append(
+            f"{cfg.count} events at {cfg.rate:g} events/s from {start:%Y-%m-%dT%H:%MZ} "
+            f"(and future events up to {FUTURE_MS[1] // 86_400_000} days ahead) would run past "
+            f"the times Tributary handles ({HANDLED})"
         )
     return problems
 
@@ -475,9 +513,12 @@ def produce(
     from lakehouse.kafka_io import ensure_topic, produce_records
 
     check_against_settings(cfg, settings, realtime)
-    name = ensure_topic(settings, topic)
     path = Path(ledger_path)
+    problem = ledger_problem(path)
+    if problem:
+        raise ValueError(problem)
     path.parent.mkdir(parents=True, exist_ok=True)
+    name = ensure_topic(settings, topic)
     in_flight: deque[dict[str, Any]] = deque()
     stopping = stop or threading.Event()
 
@@ -517,6 +558,24 @@ def produce(
         "expected": {fate: fates[fate] for fate in (FATE_SILVER, FATE_DUPLICATE, FATE_QUARANTINE)},
         "ledger": str(path),
     }
+
+
+def ledger_problem(path: Path) -> str | None:
+    """Why a ledger cannot be written at `path`, or None. Asked before anything reaches
+    Kafka, and without creating anything: records sent without their ledger cannot be
+    accounted for."""
+    if path.is_dir():
+        return f"the ledger {path} is a folder: give a file name"
+    if path.exists():
+        return None if os.access(path, os.W_OK) else f"the ledger {path} is not writable"
+    folder = path.parent
+    while not folder.exists():  # the folders mkdir would create
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"the ledger {path} cannot be written: {folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the ledger {path} cannot be written: {folder} is not writable"
+    return None
 
 
 def read_ledger(path: str | Path) -> list[dict[str, Any]]:

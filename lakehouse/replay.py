@@ -15,6 +15,7 @@ from typing import Literal
 
 from lakehouse.config import Settings
 from lakehouse.kafka_offsets import log_bounds, offsets_at
+from lakehouse.times import TimeRangeError, handled
 
 StartKind = Literal["earliest", "timestamp", "offsets"]
 VERSION_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -56,6 +57,11 @@ class ReplayStart:
         if kind == "timestamp":
             if timestamp is None or offsets:
                 raise ReplayRequestError("start 'timestamp' needs a timestamp and no offsets")
+            try:
+                # Kafka has no offset for a time before the epoch: its lookup would crash.
+                timestamp = handled(timestamp)
+            except TimeRangeError as err:
+                raise ReplayRequestError(f"the start {err}") from None
             if timestamp > now:
                 raise ReplayRequestError(
                     f"the start {timestamp.isoformat()} is in the future (now {now.isoformat()})"
@@ -83,13 +89,18 @@ class ReplayStart:
 
 
 def parse_offsets(text: str) -> dict[int, int]:
+    problem = ReplayRequestError(
+        f'offsets {text!r} are not a JSON object of partition -> offset, e.g. {{"0": 120}}'
+    )
     try:
         raw = json.loads(text)
-        parsed = {int(p): int(o) for p, o in raw.items()}
+        parsed = {int(p): o for p, o in raw.items()}
     except (ValueError, TypeError, AttributeError):
-        raise ReplayRequestError(
-            f'offsets {text!r} are not a JSON object of partition -> offset, e.g. {{"0": 120}}'
-        ) from None
+        raise problem from None
+    # int() would take true as 1 and 1.5 as 1: an offset must be written as a JSON integer
+    # (and bool is an int subclass in Python).
+    if any(type(o) is not int for o in parsed.values()):
+        raise problem
     if any(p < 0 or o < 0 for p, o in parsed.items()):
         raise ReplayRequestError(f"offsets {text!r}: partitions and offsets must be >= 0")
     return parsed
@@ -260,19 +271,27 @@ def records_done(plan: ReplayPlan, offsets: dict[int, int]) -> int:
 
 def measured_rate(settings: Settings) -> float | None:
     """Records/s of the newest replay that caught up (ops.replay_versions), read without
-    Spark so a dry run answers in a second; None before the first replay."""
+    Spark so a dry run answers in a second; None before the first replay or when storage
+    cannot be read."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     from lakehouse.delta_io import delta_rs_location
     from lakehouse.tables import table
 
-    uri, options = delta_rs_location(settings, table("ops.replay_versions").path(settings))
+    # Storage without credentials (ValueError) or unreachable (delta-rs: OSError "Generic S3
+    # error"): the rate only sharpens the estimate and a dry run needs nothing else from
+    # storage, so a user still gets the plan, at the default rate (which the report says). A
+    # real replay meets the storage problem at its own storage check, with its own message.
+    try:
+        uri, options = delta_rs_location(settings, table("ops.replay_versions").path(settings))
+    except ValueError:
+        return None
     try:
         rows = DeltaTable(uri, storage_options=options).to_pyarrow_table(
             columns=["event", "at", "rate", "records"]
         )
-    except TableNotFoundError:
+    except (TableNotFoundError, OSError):
         return None
     # A small replay's rate is mostly Spark's start-up: it would predict nothing.
     done = [

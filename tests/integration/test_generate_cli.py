@@ -127,8 +127,26 @@ def test_generated_topic_matches_the_ledger(
         ["--count", "10", "--start", "yesterday-ish"],
         ["--count", "10", "--anomalies", "all", "--duplicate", "0.4"],
         ["--count", "10000000", "--rate", "10"],  # event times would run days ahead
+        ["--count", "10", "--start", "9999-12-31T23:00-05:00"],  # after year 9999 in UTC
+        ["--count", "200", "--start", "0001-01-01T00:00Z", "--late", "0.3"],
+        ["--count", "10", "--late-min", "infm"],
+        ["--count", "10", "--late-max", "1e20d"],
+        ["--count", "10", "--rate", "inf"],
+        ["--count", "10", "--late", "nan"],
     ],
-    ids=["negative-count", "fraction-above-1", "bad-start", "fractions-sum", "clock-ahead"],
+    ids=[
+        "negative-count",
+        "fraction-above-1",
+        "bad-start",
+        "fractions-sum",
+        "clock-ahead",
+        "start-past-9999",
+        "start-year-1",
+        "infinite-duration",
+        "huge-duration",
+        "infinite-rate",
+        "nan-fraction",
+    ],
 )
 def test_bad_arguments_exit_2_and_send_nothing(
     cli_env: dict[str, str], kafka_up: str, gen_topic: str, tmp_path: Path, bad: list[str]
@@ -141,3 +159,35 @@ def test_bad_arguments_exit_2_and_send_nothing(
     assert result.stdout == ""
     assert not ledger.exists()
     assert not topic_exists(kafka_up, gen_topic)
+
+
+def test_a_rate_too_slow_for_the_times_handled_is_refused_in_the_users_words(
+    cli_env: dict[str, str], kafka_up: str, gen_topic: str, tmp_path: Path
+) -> None:
+    result = run_generate(cli_env, "--count", "10", "--rate", "1e-300", "--topic", gen_topic)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "1e-300 events/s" in result.stderr and result.stdout == ""
+    assert not re.search(r"\d{20}", result.stderr), "no number the user did not write"
+    assert not topic_exists(kafka_up, gen_topic)
+
+
+@pytest.mark.parametrize("where", ["folder", "under-a-file"])
+def test_a_ledger_that_cannot_be_written_sends_nothing(
+    cli_env: dict[str, str], kafka_up: str, gen_topic: str, tmp_path: Path, where: str
+) -> None:
+    (tmp_path / "file").write_text("")
+    ledger = tmp_path if where == "folder" else tmp_path / "file" / "x.jsonl"
+    result = run_generate(cli_env, "--count", "10", "--topic", gen_topic, "--ledger", str(ledger))
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "the ledger" in result.stderr and "Traceback" not in result.stderr
+    assert not topic_exists(kafka_up, gen_topic), "the topic was created all the same"
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_topic_names_kafka_refuses_are_bad_arguments(cli_env: dict[str, str], name: str) -> None:
+    result = run_generate(cli_env, "--count", "10", "--topic", name)
+    assert result.returncode == 2
+    assert "is not a valid Kafka topic name" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

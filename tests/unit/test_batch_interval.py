@@ -47,6 +47,23 @@ def test_a_bad_interval_says_why(start: datetime, end: datetime, message: str) -
         Interval.checked(start, end, NOW)
 
 
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        (datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))), at(11)),  # overflows in UTC
+        (datetime(1, 1, 1, tzinfo=UTC), at(11)),  # recompute_interval's lookback would overflow
+        (datetime(1969, 12, 31, 23, tzinfo=UTC), at(11)),
+    ],
+    ids=["year-0-in-utc", "year-1", "before-the-epoch"],
+)
+def test_times_tributary_does_not_handle_are_refused(start: datetime, end: datetime) -> None:
+    with pytest.raises(IntervalError, match=r"start .* is outside the times Tributary handles"):
+        Interval.checked(start, end, NOW)
+    # Built directly, as DAGs and jobs do, too: not later, half-way through a Spark job.
+    with pytest.raises(IntervalError, match="outside the times Tributary handles"):
+        Interval(start, end)
+
+
 def test_condition_is_half_open(spark) -> None:
     interval = Interval.checked(at(10), at(11), NOW)
     df = spark.createDataFrame(

@@ -8,6 +8,7 @@ import math
 import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,6 +41,7 @@ from lakehouse.generator import (
     check_against_settings,
     generate_events,
     generate_records,
+    ledger_problem,
 )
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)  # the pinned "wall clock" of sending
@@ -320,12 +322,34 @@ def test_future_events_follow_the_real_clock_when_now_is_not_pinned() -> None:
         ({"late_min": timedelta(hours=4)}, "late_min <= late_max"),
         ({"users": 0}, "users must be >= 1"),
         ({"max_record_bytes": 300}, "max_record_bytes must be >="),
+        ({"rate": math.inf}, "rate must be > 0 events/s and finite"),
+        ({"rate": math.nan}, "rate must be > 0 events/s and finite"),
+        # Event times outside the handled range would crash half-way through sending.
+        ({"start": datetime(1, 1, 1, tzinfo=UTC), "late": 0.3}, "outside the times"),
+        ({"start": datetime(1970, 1, 1, 1, tzinfo=UTC)}, "go back 3:00:00 before the start"),
+        ({"late_max": timedelta(days=999_999_999)}, "before the start, past 1970-01-01"),
+        ({"start": datetime(2999, 12, 20, tzinfo=UTC)}, "future events .* would run past"),
+        ({"rate": 1e-300}, "10 events at 1e-300 events/s .* would run past the times"),
+        ({"count": 10**400}, "would run past the times"),
     ],
 )
 def test_bad_config_is_refused(overrides: dict[str, Any], message: str) -> None:
     base: dict[str, Any] = {"count": 10, "seed": 1, "start": START}
     with pytest.raises(ValueError, match=message):
         GeneratorConfig(**(base | overrides))
+
+
+def test_event_times_may_reach_the_start_of_the_handled_range() -> None:
+    # Late events go back at most late_max (3 h): a start 3 h after the epoch is the first.
+    cfg = make_config(count=2000, start=datetime(1970, 1, 1, 3, tzinfo=UTC))
+    times = [
+        parse_time(json.loads(r.value)["event_time"])
+        for r in generate_records(cfg)
+        if r.ledger["expected"] == FATE_SILVER
+    ]
+    assert min(times) >= datetime(1970, 1, 1, tzinfo=UTC)
+    with pytest.raises(ValueError, match="past 1970-01-01"):
+        make_config(start=datetime(1970, 1, 1, 2, 59, tzinfo=UTC))
 
 
 def test_start_is_normalised_to_utc() -> None:
@@ -347,3 +371,21 @@ def test_a_record_limit_other_than_the_pipelines_is_refused(local_settings: Sett
     cfg = GeneratorConfig(count=10, seed=1, start=START, max_record_bytes=2048)
     with pytest.raises(ValueError, match=r"speed\.max_record_bytes"):
         check_against_settings(cfg, local_settings, realtime=False, now=NOW)
+
+
+# -- the ledger ----------------------------------------------------------------------------
+
+
+def test_a_ledger_in_a_new_or_existing_folder_can_be_written(tmp_path: Path) -> None:
+    assert ledger_problem(tmp_path / "ledger.jsonl") is None
+    assert ledger_problem(tmp_path / "new" / "deeper" / "ledger.jsonl") is None
+    (tmp_path / "old.jsonl").write_text("")
+    assert ledger_problem(tmp_path / "old.jsonl") is None
+    assert list(tmp_path.iterdir()) == [tmp_path / "old.jsonl"], "checking creates nothing"
+
+
+def test_a_ledger_that_cannot_be_a_file_is_refused(tmp_path: Path) -> None:
+    assert "is a folder" in str(ledger_problem(tmp_path))
+    (tmp_path / "file").write_text("")
+    problem = ledger_problem(tmp_path / "file" / "sub" / "ledger.jsonl")
+    assert problem is not None and f"{tmp_path / 'file'} is a file, not a folder" in problem

@@ -100,6 +100,26 @@ def test_unusable_arguments_exit_with_status_2(
     assert exited.value.code == EXIT_BAD_ARGUMENTS
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--to", "0001-01-02T00:00Z"],  # two days back from it is before year 1
+        ["--table", "silver.events", "--from", "2026-11-27T00:00Z", "--to", "9999-12-31T23:59Z"],
+    ],
+    ids=["to-year-1", "to-year-9999"],
+)
+def test_times_out_of_range_are_refused_in_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jobs.quality, "get_settings", _went_too_far)
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == EXIT_BAD_ARGUMENTS
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "argument --to:" in err and "outside the times Tributary handles" in err
+
+
 def test_every_table_has_a_suite_a_time_column_and_a_registry_entry() -> None:
     assert set(TIME_COLUMNS) == set(LAYERS["all"])
     bounds = event_time_bounds(request(), load_settings(environ={}))

@@ -55,7 +55,20 @@ def test_conflicting_or_missing_options_are_refused(
         ReplayStart.parse(kind, timestamp, offsets, NOW)
 
 
-@pytest.mark.parametrize("text", ["[1, 2]", "{", '{"a": 1}', '{"0": -1}', '"0"'])
+@pytest.mark.parametrize(
+    "timestamp",
+    [datetime(1, 1, 1, tzinfo=UTC), datetime(1969, 12, 31, 23, 59, tzinfo=UTC)],
+    ids=["year-1", "before-the-epoch"],
+)
+def test_a_timestamp_kafka_cannot_look_up_is_refused(timestamp: datetime) -> None:
+    with pytest.raises(ReplayRequestError, match="outside the times Tributary handles"):
+        ReplayStart.parse("timestamp", timestamp, None, NOW)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[1, 2]", "{", '{"a": 1}', '{"0": -1}', '"0"', '{"0": true}', '{"0": 1.5}', '{"0": "3"}'],
+)
 def test_offsets_must_be_a_json_object_of_non_negative_numbers(text: str) -> None:
     with pytest.raises(ReplayRequestError):
         parse_offsets(text)

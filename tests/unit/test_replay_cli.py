@@ -1,0 +1,62 @@
+"""`python -m jobs.replay` when a service it needs is down: one line saying what to start,
+exit status 1 (cannot run), no traceback. The services are real closed ports, not mocks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from jobs.replay import EXIT_CANNOT_RUN
+from lakehouse.config import load_settings
+from lakehouse.paths import REPO_ROOT
+from lakehouse.replay import measured_rate
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (the OS just handed it out, and it was let go)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        "local",
+        # MinIO down too: the measured rate (for the estimate only) must not stop the plan.
+        "minio",
+    ],
+)
+def test_a_dry_run_without_kafka_says_to_start_it(profile: str) -> None:
+    kafka = f"127.0.0.1:{closed_port()}"
+    env = {
+        **os.environ,
+        "TRIBUTARY_PROFILE": profile,
+        "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": kafka,
+        "TRIBUTARY__S3__ENDPOINT": f"http://127.0.0.1:{closed_port()}",
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "jobs.replay", "--dry-run"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == EXIT_CANNOT_RUN, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"replay: no Kafka broker at {kafka}: start it with `make up`"
+    ], run.stderr
+
+
+def test_without_storage_the_estimate_goes_on_without_a_measured_rate() -> None:
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    settings = load_settings(
+        profile="minio", environ={**os.environ, "TRIBUTARY__S3__ENDPOINT": endpoint}
+    )
+    assert settings.s3.access_key is not None, "the S3 read itself must be what fails"
+    assert measured_rate(settings) is None
