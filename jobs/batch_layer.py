@@ -18,7 +18,7 @@ import json
 import sys
 from datetime import UTC, datetime
 
-from jobs.arguments import iso_moment
+from jobs.arguments import OneLineParser, iso_moment
 from lakehouse.batch import Interval, IntervalError, NoDataError, recompute_interval
 from lakehouse.config import ConfigError, get_settings
 from lakehouse.spark import SparkSetupError, get_spark
@@ -33,7 +33,7 @@ LOCK_WAIT_SECONDS = 900
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m jobs.batch_layer",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -12,24 +12,61 @@ serving layer: batch results where the batch layer has run, speed results after 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 
 from jobs import reconcile as job
-from jobs.arguments import iso_moment
-from lakehouse.config import ConfigError, get_settings
+from jobs.arguments import OneLineParser, iso_moment
+from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.spark import SparkSetupError, get_spark
+from lakehouse.storage import StorageError, check_bucket
 from lakehouse.tables import RECONCILE
 from lakehouse.views import VIEWS
 from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 # Long sorted user lists make a table unreadable; they stay one flag away.
 WIDE_COLUMNS = {"users"}
+
+# `tributary sql` only reads: statements that start like a query or a description...
+READ_ONLY_KEYWORDS = (
+    "SELECT",
+    "WITH",
+    "VALUES",
+    "TABLE",
+    "FROM",
+    "SHOW",
+    "DESC",
+    "DESCRIBE",
+    "EXPLAIN",
+)
+# ...and whose parsed plan holds no command or insert, but for these (class names' starts),
+# which only describe: `WITH ... INSERT` and `FROM t INSERT ...` start like queries.
+DESCRIBING_COMMANDS = ("Show", "Describe", "Explain")
+LEADING_NOISE = re.compile(r"(\s+|\(|--[^\n]*|/\*.*?\*/)*", re.DOTALL)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def start_spark(name: str, settings: Settings) -> SparkSession:
+    """The session, once storage answers: with MinIO down, Spark's S3A retries for minutes
+    without a word before it fails."""
+    if settings.storage.on_s3:
+        check_bucket(settings)
+    return get_spark(name, settings)
 
 
 def query(args: argparse.Namespace) -> int:
@@ -41,7 +78,7 @@ def query(args: argparse.Namespace) -> int:
         )
         return 2
     settings = get_settings()
-    spark = get_spark("tributary-query", settings)
+    spark = start_spark("tributary-query", settings)
     try:
         served, coverage = serve(spark, settings, args.view, args.start, args.end)
     except NoServingDataError as err:
@@ -67,20 +104,30 @@ def query(args: argparse.Namespace) -> int:
 
 
 def sql(args: argparse.Namespace) -> int:
-    """Spark SQL over the serving views, registered as `serving_<view>`."""
-    from pyspark.errors import AnalysisException, ParseException
+    """Spark SQL over the serving views, registered as `serving_<view>`. Read-only."""
+    from pyspark.errors import PySparkException
 
     from lakehouse.serving import register_serving_views
 
+    refused = (
+        "tributary sql: a read-only command: it runs queries and descriptions (starting "
+        f"with {', '.join(READ_ONLY_KEYWORDS)}) that write nothing; nothing was run"
+    )
+    if first_keyword(args.statement) not in READ_ONLY_KEYWORDS:
+        print(refused, file=sys.stderr)
+        return 2
     settings = get_settings()
-    spark = get_spark("tributary-sql", settings)
+    spark = start_spark("tributary-sql", settings)
     registered, missing = register_serving_views(spark, settings)
     for name in missing:
         print(f"-- serving_{name}: no results yet (run the speed layer)", file=sys.stderr)
     try:
+        if writes(spark, args.statement):
+            print(refused, file=sys.stderr)
+            return 2
         result = spark.sql(args.statement)
         shown, more = print_rows(result, args.limit, args.format)
-    except (AnalysisException, ParseException) as err:
+    except PySparkException as err:  # the statement's fault: unknown names, 1/0, bad casts
         first = str(err).strip().splitlines()[0]
         print(
             f"tributary sql: {first}\n-- views: {', '.join(registered) or 'none yet'}",
@@ -89,6 +136,37 @@ def sql(args: argparse.Namespace) -> int:
         return 2
     print(f"-- {shown} rows{more}", file=sys.stderr)
     return 0
+
+
+def first_keyword(statement: str) -> str:
+    match = LEADING_NOISE.match(statement)
+    word = re.match(r"[A-Za-z]+", statement[match.end() if match else 0 :])
+    return word.group().upper() if word else ""
+
+
+def writes(spark: SparkSession, statement: str) -> bool:
+    """Whether Spark's parse of `statement` (which runs nothing) holds a command or an
+    insert anywhere, other than a describing command at its root."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors.exceptions.captured import convert_exception
+
+    jvm = spark._jvm
+    assert jvm is not None
+    try:
+        plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(statement)
+    except Py4JJavaError as err:  # as spark.sql() would raise it: a ParseException
+        raise convert_exception(err.java_exception) from None
+    if plan.getClass().getSimpleName().startswith(DESCRIBING_COMMANDS):
+        return False
+    command = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command")
+    nodes = [plan]
+    while nodes:
+        node = nodes.pop()
+        if command.isInstance(node) or node.getClass().getSimpleName().startswith("Insert"):
+            return True
+        children = node.children()
+        nodes += [children.apply(i) for i in range(children.size())]
+    return False
 
 
 def print_rows(df: DataFrame, limit: int, form: str) -> tuple[int, str]:
@@ -108,8 +186,10 @@ def compare(args: argparse.Namespace) -> int:
     compare, 4 gate failed)."""
     try:
         request = job.checked_request(args)
+        if args.run_id and not args.record:
+            raise job.BadArguments("--run-id names a recorded run: give --record too")
         settings = get_settings()
-        spark = get_spark("tributary-compare", settings)
+        spark = start_spark("tributary-compare", settings)
         if args.record:
             now = datetime.now(UTC)
             run_id = args.run_id or f"cli:{request.left}-{request.right}:{now:%Y%m%dT%H%M%S}"
@@ -119,11 +199,11 @@ def compare(args: argparse.Namespace) -> int:
     except job.BadArguments as err:
         print(f"tributary compare: {err}; nothing written", file=sys.stderr)
         return job.EXIT_BAD_ARGUMENTS
-    from lakehouse.reconcile import gate, summary_text
+    from lakehouse.reconcile import gate
 
     try:
         verdict = gate(run)
-        print(summary_text(run, verdict))
+        print(job.summary(run, verdict))
     finally:
         run.release()
     if not run.compared:
@@ -132,7 +212,7 @@ def compare(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="tributary", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -140,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("view", choices=list(VIEWS), help="the view")
     q.add_argument("--from", dest="start", type=iso_moment, help="first instant (inclusive, UTC)")
     q.add_argument("--to", dest="end", type=iso_moment, help="last instant (exclusive, UTC)")
-    q.add_argument("--limit", type=int, default=200, help="at most this many rows (200)")
+    q.add_argument("--limit", type=positive_int, default=200, help="at most this many rows (200)")
     q.add_argument("--format", choices=["table", "csv"], default="table")
     q.add_argument("--with-users", action="store_true", help="show active_users_10m's user lists")
     q.set_defaults(run=query)
@@ -148,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sql", help="Spark SQL over the serving views: serving_<view>, e.g. serving_user_sessions"
     )
     s.add_argument("statement", help='e.g. "SELECT * FROM serving_user_sessions LIMIT 10"')
-    s.add_argument("--limit", type=int, default=200, help="at most this many rows (200)")
+    s.add_argument("--limit", type=positive_int, default=200, help="at most this many rows (200)")
     s.add_argument("--format", choices=["table", "csv"], default="table")
     s.set_defaults(run=sql)
     c = commands.add_parser(
@@ -167,7 +247,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))
-    except (ConfigError, SparkSetupError, WriterBusyError) as err:
+    except (ConfigError, SparkSetupError, StorageError, WriterBusyError) as err:
         print(f"tributary: {err}", file=sys.stderr)
         return 1
 

@@ -19,6 +19,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from jobs.arguments import OneLineParser
 from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.delta_io import table_exists
 from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
@@ -187,7 +188,7 @@ def print_where_to_look(settings: Settings) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m jobs.demo",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -19,6 +19,7 @@ import json
 import sys
 import time
 
+from jobs.arguments import OneLineParser
 from lakehouse.config import ConfigError, get_settings
 from lakehouse.maintenance import maintain, tables_to_maintain
 from lakehouse.spark import SparkSetupError, get_spark
@@ -29,7 +30,7 @@ RESULT_PREFIX = "maintenance result: "
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m jobs.maintenance",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from jobs.arguments import iso_moment
+from jobs.arguments import OneLineParser, iso_moment
 from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.spark import SparkSetupError, get_spark
 from lakehouse.storage import StorageError, ensure_bucket
@@ -121,6 +121,7 @@ def compare_sources(
     from lakehouse.reconcile import named_source, reconcile
     from lakehouse.reconcile.sources import batch_run_intervals
 
+    check_replay_sides(spark, settings, request)
     intervals = None
     if request.batch_runs:
         intervals, unknown = batch_run_intervals(spark, settings, request.batch_runs)
@@ -140,6 +141,35 @@ def compare_sources(
     )
 
 
+def check_replay_sides(spark: SparkSession, settings: Settings, request: Request) -> None:
+    """A replay:<version> side must name a version that holds tables: the comparison would
+    otherwise find no table and compare nothing, which is not a passed gate."""
+    from lakehouse.reconcile.sources import REPLAY_PREFIX
+    from lakehouse.versions import list_versions
+
+    sides = (request.left, request.right)
+    wanted = [s[len(REPLAY_PREFIX) :] for s in sides if s.startswith(REPLAY_PREFIX)]
+    if not wanted:
+        return
+    found = {v.version: v for v in list_versions(spark, settings)}
+    for version in wanted:
+        if version not in found:
+            raise BadArguments(f"no version {version}; versions: {', '.join(found) or 'none yet'}")
+        if found[version].status == "removed":
+            raise BadArguments(f"version {version} was removed: its tables are gone")
+
+
+def summary(run: Reconciliation, verdict: GateVerdict) -> str:
+    """The run's summary; when nothing was compared it says so instead of naming the gate,
+    which has nothing to pass on."""
+    from lakehouse.reconcile import summary_text
+
+    lines = summary_text(run, verdict).splitlines()
+    if not run.compared:
+        lines[-1] = "nothing to compare: no window is final on both sides"
+    return "\n".join(lines)
+
+
 def result_line(run: Reconciliation, verdict: GateVerdict, report: str | None) -> str:
     return RESULT_PREFIX + json.dumps(
         {
@@ -157,7 +187,7 @@ def result_line(run: Reconciliation, verdict: GateVerdict, report: str | None) -
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m jobs.reconcile",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -190,20 +220,20 @@ def main(argv: list[str]) -> int:
 def reconcile_and_record(
     spark: SparkSession, settings: Settings, request: Request, run_id: str
 ) -> int:
-    from lakehouse.reconcile import gate, publish, summary_text
+    from lakehouse.reconcile import gate, publish
 
     print(f"==> reconcile {request.left} vs {request.right} (run {run_id})", flush=True)
     run = compare_sources(spark, settings, request, run_id)
     try:
         verdict = gate(run)
         if not run.compared:
-            print(summary_text(run, verdict), flush=True)
+            print(summary(run, verdict), flush=True)
             print("reconcile: no window is final on both sides: nothing written", file=sys.stderr)
             return EXIT_NOTHING_COMPARED
         path = publish(spark, settings, run, verdict)
     finally:
         run.release()
-    print(summary_text(run, verdict), flush=True)
+    print(summary(run, verdict), flush=True)
     print(REPORT_PREFIX + str(path), flush=True)
     print(result_line(run, verdict, str(path)), flush=True)
     if not verdict.passed:

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from jobs.arguments import OneLineParser
 from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.delta_io import read_kafka_stream
 from lakehouse.kafka_io import KafkaUnavailableError, ensure_topic
@@ -110,8 +111,23 @@ def run_until_stopped(query: StreamingQuery, stop: StopRequest, batch_timeout: f
         raise QueryFailedError(str(failure).strip().splitlines()[0][:2000])
 
 
+def stop_file_path(text: str) -> Path:
+    """A --stop-file: the job deletes it at start (a stale request must not stop the new run),
+    so it must be a stop file (empty, as the stop command makes it) or not exist yet."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is a folder, not a stop file")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{path}: {path.parent} is not an existing folder")
+    if path.is_file() and path.stat().st_size > 0:
+        raise argparse.ArgumentTypeError(
+            f"{path} is a file with contents, not a stop file: it would be deleted"
+        )
+    return path
+
+
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m jobs.speed_layer",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -120,16 +136,21 @@ def main(argv: list[str]) -> int:
         "--available-now", action="store_true", help="process everything in the log now, then exit"
     )
     parser.add_argument(
-        "--stop-file", type=Path, default=None, help="stop gracefully when this file appears"
+        "--stop-file",
+        type=stop_file_path,
+        default=None,
+        help="stop gracefully when this file appears (deleted at start if it is there)",
     )
     args = parser.parse_args(argv)
     try:
         settings = get_settings()
         stop = StopRequest(args.stop_file or speed_layer_stop_file())
-        stop.stop_file.unlink(missing_ok=True)  # a stale request must not stop the new run
         if settings.storage.on_s3:
             ensure_bucket(settings)
         ensure_topic(settings)
+        # Only once the job can run: a stale request must not stop the new run, but a run that
+        # cannot start must leave a pending stop request as it is.
+        stop.stop_file.unlink(missing_ok=True)
         with exclusive_writer(settings, QUERY_NAME):
             spark = get_spark(QUERY_NAME, settings)
             query = start_query(spark, settings, SpeedOutputs.live(), args.available_now)

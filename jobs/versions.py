@@ -26,6 +26,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from jobs.arguments import OneLineParser
 from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.replay import ReplayRequestError, check_version_name
 from lakehouse.spark import SparkSetupError, get_spark
@@ -228,7 +229,7 @@ def show(versions: list[VersionInfo], sizes: dict[str, float | None]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m jobs.versions",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from lakehouse import secrets
-from lakehouse.paths import CONFIG_DIR, state_dir
+from lakehouse.paths import CONFIG_DIR, STATE_ENV, state_dir
 
 ENV_PREFIX = "TRIBUTARY__"
 PROFILE_ENV = "TRIBUTARY_PROFILE"
@@ -43,6 +43,13 @@ class KafkaSettings(_Frozen):
     partitions: int = Field(ge=1, le=1000)
     retention_ms: int = Field(ge=-1)
     min_read_tasks: int = Field(ge=1, le=10000)
+
+    @field_validator("topic")
+    @classmethod
+    def _not_dots(cls, value: str) -> str:
+        if value in (".", ".."):  # Kafka's own rule, beside the pattern: they name folders
+            raise ValueError(f"{value!r} is not a valid Kafka topic name")
+        return value
 
 
 class StorageSettings(_Frozen):
@@ -86,12 +93,29 @@ class SpeedSettings(_Frozen):
     freshness_slo_seconds: int = Field(ge=1)
 
 
+MIN_DRIVER_MEMORY_MB = 512
+
+
+def _bytes(size: str) -> int:
+    """`512m` -> bytes (JVM sizes: k, m, g)."""
+    return int(size[:-1]) * 2 ** (10 * "kmg".index(size[-1].lower()) + 10)
+
+
 class SparkSettings(_Frozen):
     master: str = Field(pattern=r"^(local(\[(\*|\d+)\])?|spark://.+|yarn|k8s://.+)$")
     driver_memory: str = Field(pattern=r"^\d+[kmgKMG]$")
     shuffle_partitions: int = Field(ge=1)
     delta_log_tasks: int = Field(ge=1)
     conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("driver_memory")
+    @classmethod
+    def _enough_memory(cls, value: str) -> str:
+        # Below this the JVM does not start at all (Spark asks for 450m of reserved memory
+        # and more), and says so only in a 300-line stack trace.
+        if _bytes(value) < MIN_DRIVER_MEMORY_MB * 2**20:
+            raise ValueError(f"must be at least {MIN_DRIVER_MEMORY_MB}m")
+        return value
 
     @field_validator("conf", mode="before")
     @classmethod
@@ -196,6 +220,7 @@ def load_settings(
 ) -> Settings:
     """Build Settings from the files, the environment and the secrets. Pure: no caching."""
     env = os.environ if environ is None else environ
+    _check_state_folder(env)
     profile = profile or env.get(PROFILE_ENV) or DEFAULT_PROFILE
     if profile not in available_profiles(config_dir):
         raise ConfigError(
@@ -218,6 +243,18 @@ def load_settings(
 def get_settings() -> Settings:
     """The process-wide settings, read once from files and environment."""
     return load_settings()
+
+
+def _check_state_folder(env: Mapping[str, str]) -> None:
+    """The state folder (locks, logs, secrets, the local lakehouse) must be a folder, or one
+    that can be made: checked once here, instead of failing in whatever writes there first."""
+    folder = state_dir(env)
+    source = f"{STATE_ENV}={env[STATE_ENV]}" if env.get(STATE_ENV) else f"state folder {folder}"
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"{source} cannot be used: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{source} cannot be used: {existing} is not writable")
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

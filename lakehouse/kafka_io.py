@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 
 class KafkaUnavailableError(Exception):
-    """The broker cannot be reached; the message says what to do."""
+    """Kafka cannot be used (no broker, or it refused the request); the message says why."""
 
 
 def _admin(settings: Settings) -> KafkaAdminClient:
@@ -39,7 +40,7 @@ def ensure_topic(
 ) -> str:
     """Create the topic with the configured partitions and retention, if it does not exist."""
     from kafka.admin import NewTopic
-    from kafka.errors import TopicAlreadyExistsError
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
 
     name = topic or settings.kafka.topic
     admin = _admin(settings)
@@ -62,6 +63,13 @@ def ensure_topic(
             )
     except TopicAlreadyExistsError:
         pass  # created by someone else between our look and our create
+    except KafkaError as err:  # e.g. a name or setting the broker refuses
+        # kafka-python's message repeats the whole request and response; keep the broker's words.
+        said = re.search(r"error_message=([\"'])(.+?)\1", str(err))
+        raise KafkaUnavailableError(
+            f"Kafka at {settings.kafka.bootstrap_servers} cannot create topic {name!r}: "
+            f"{type(err).__name__}: {said.group(2) if said else err.description}"
+        ) from None
     finally:
         admin.close()
     return name

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse.config import Settings, get_settings
-from lakehouse.paths import REPO_ROOT, spark_jars_dir
+from lakehouse.paths import REPO_ROOT, spark_jars_dir, state_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -41,6 +41,9 @@ def spark_conf(settings: Settings, jars_dir: Path | None = None) -> dict[str, st
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
+        # Spark makes ./spark-warehouse in whatever folder a job was started from; our tables
+        # live at their paths, so this only keeps the working folder clean.
+        "spark.sql.warehouse.dir": str(state_dir() / "spark-warehouse"),
         # Delta rebuilds a table's state from its log with this many tasks (default 50).
         DELTA_LOG_TASKS: str(settings.spark.delta_log_tasks),
         "spark.ui.showConsoleProgress": "false",
@@ -120,9 +123,29 @@ def get_spark(
     builder = SparkSession.builder.appName(f"tributary-{app_name}")
     for key, value in {**spark_conf(settings, jars_dir), **(overrides or {})}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as err:  # py4j's and pyspark's many types; the JVM's log says more
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:500]
+        raise SparkSetupError(
+            f"Spark did not start (master {settings.spark.master}; "
+            f"the Java lines above, if any, say why): {first}"
+        ) from None
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_query_errors()
     return spark
+
+
+def _quiet_query_errors() -> None:
+    """PySpark logs every SQL error it raises, as a JSON line with the JVM's stack trace,
+    before the caller can handle it. Our jobs report the errors they catch in one line, and
+    those they do not still end in a traceback with the same message."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _ensure_java() -> None:

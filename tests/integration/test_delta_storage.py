@@ -3,6 +3,10 @@ reader (delta-rs, the `deltalake` package) read back the same rows."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -14,6 +18,7 @@ from lakehouse.tables import Table
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+REPO = Path(__file__).parents[2]
 ROWS = [(i, f"user-{i % 7}", round(i * 1.5, 2)) for i in range(500)]
 PROBE = Table(name="tests.storage_probe", writer="tests", description="storage round trip")
 
@@ -70,3 +75,33 @@ def test_unknown_table_names_the_known_ones() -> None:
 
     with pytest.raises(UnknownTableError, match=r"known tables: .*bronze\.events_raw"):
         table("bronze.nope")
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"TRIBUTARY__S3__ENDPOINT": "http://127.0.0.1:1"},  # nothing listens there
+            "MinIO/S3 at http://127.0.0.1:1 is not reachable: start it with `make up`",
+        ),
+        (
+            {"TRIBUTARY_S3_SECRET_KEY": "wrongwrongwrong"},
+            "check the S3 credentials (TRIBUTARY_S3_ACCESS_KEY / TRIBUTARY_S3_SECRET_KEY",
+        ),
+    ],
+    ids=["minio down", "wrong secret"],
+)
+def test_storage_that_cannot_be_used_is_one_line_from_a_job(
+    minio_up: str, env: dict[str, str], message: str
+) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "jobs.versions", "list"],
+        cwd=REPO,
+        env={**os.environ, "TRIBUTARY_PROFILE": "minio", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1
+    assert run.stderr.startswith("versions: MinIO/S3 at ") and message in run.stderr, run.stderr
+    assert len(run.stderr.splitlines()) == 1, run.stderr

@@ -9,7 +9,7 @@ import pytest
 
 from lakehouse.config import Settings
 from lakehouse.generator import generate_events
-from lakehouse.kafka_io import delete_topics, ensure_topic, produce_json
+from lakehouse.kafka_io import KafkaUnavailableError, delete_topics, ensure_topic, produce_json
 
 
 def test_produce_and_consume_round_trip(
@@ -80,3 +80,14 @@ def test_delete_topics_takes_only_the_prefixed_ones(
     assert left == {f"{topic_name}-kept"}
     with pytest.raises(ValueError, match="prefix"):
         delete_topics(minio_settings, "")
+
+
+def test_a_topic_the_broker_refuses_is_one_clear_error(
+    minio_settings: Settings, kafka_up: str
+) -> None:
+    with pytest.raises(KafkaUnavailableError) as caught:
+        ensure_topic(minio_settings, "..")
+    assert str(caught.value) == (
+        f"Kafka at {kafka_up} cannot create topic '..': "
+        "InvalidTopicError: Topic name is invalid: '..' is not allowed"
+    )

@@ -147,3 +147,35 @@ def test_a_missing_base_file_is_reported(tmp_path: Path) -> None:
     (folder / "base.yaml").unlink()
     with pytest.raises(ConfigError, match=r"base\.yaml is missing"):
         load_settings(environ=env(tmp_path), config_dir=folder)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        # Valid by pattern, but the JVM would not start, or the broker would refuse the name.
+        ("TRIBUTARY__SPARK__DRIVER_MEMORY", "1k", r"driver_memory: .*at least 512m"),
+        ("TRIBUTARY__KAFKA__TOPIC", "..", r"kafka\.topic: .*not a valid Kafka topic name"),
+        ("TRIBUTARY__KAFKA__TOPIC", ".", r"kafka\.topic: .*not a valid Kafka topic name"),
+    ],
+)
+def test_values_that_pass_the_pattern_but_cannot_work_are_refused(
+    tmp_path: Path, variable: str, value: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(environ=env(tmp_path, **{variable: value}))
+
+
+def test_enough_driver_memory_is_accepted_in_any_unit(tmp_path: Path) -> None:
+    for size in ("512m", "1G", "600000k"):
+        memory = load_settings(environ=env(tmp_path, TRIBUTARY__SPARK__DRIVER_MEMORY=size))
+        assert memory.spark.driver_memory == size
+
+
+def test_a_state_folder_under_a_file_is_refused_before_anything_writes(tmp_path: Path) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("not a folder\n")
+    with pytest.raises(ConfigError, match=f"TRIBUTARY_STATE={a_file}/state cannot be used: "):
+        load_settings(environ=env(tmp_path, TRIBUTARY_STATE=str(a_file / "state")))
+    # A state folder that does not exist yet is made by whoever writes there first.
+    settings = load_settings(environ=env(tmp_path, TRIBUTARY_STATE=str(tmp_path / "new" / "s")))
+    assert settings.storage.root == str(tmp_path / "new" / "s" / "lakehouse")

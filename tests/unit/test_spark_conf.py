@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from lakehouse.config import load_settings
+from lakehouse.paths import state_dir
 from lakehouse.spark import SparkSetupError, spark_conf
 
 
@@ -75,3 +78,31 @@ def test_delta_rebuilds_table_state_with_the_configured_tasks(tmp_path: Path) ->
         settings(tmp_path, "local", TRIBUTARY__SPARK__DELTA_LOG_TASKS="3"), folder
     )
     assert override["spark.databricks.delta.snapshotPartitions"] == "3"
+
+
+def test_the_warehouse_folder_is_in_the_state_folder_not_the_working_folder(
+    tmp_path: Path,
+) -> None:
+    conf = spark_conf(settings(tmp_path, "local"), jars(tmp_path))
+    assert conf["spark.sql.warehouse.dir"] == str(state_dir() / "spark-warehouse")
+
+
+def test_a_session_that_cannot_start_is_one_clear_error(tmp_path: Path) -> None:
+    # In a process of its own: here a session may be running already, and it would be reused.
+    script = (
+        "from lakehouse.spark import SparkSetupError, get_spark\n"
+        "try:\n"
+        "    get_spark('x', overrides={'spark.driver.memory': '1k'})\n"
+        "except SparkSetupError as err:\n"
+        "    print('SparkSetupError:', err)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "SparkSetupError: Spark did not start" in run.stdout, run.stdout
+    assert "JAVA_GATEWAY_EXITED" in run.stdout and "Traceback" not in run.stderr
