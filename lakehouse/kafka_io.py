@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakehouse.config import Settings
 
@@ -19,12 +19,16 @@ class KafkaUnavailableError(Exception):
     """Kafka cannot be used (no broker, or it refused the request); the message says why."""
 
 
-def _admin(settings: Settings) -> KafkaAdminClient:
-    from kafka import KafkaAdminClient
+Client = TypeVar("Client")
+
+
+def connect(settings: Settings, client: Callable[..., Client]) -> Client:
+    """A kafka-python client (KafkaAdminClient, KafkaConsumer, ...) of the configured broker;
+    KafkaUnavailableError, saying what to do, when no broker answers within 10 s."""
     from kafka.errors import KafkaConnectionError, KafkaTimeoutError
 
     try:
-        return KafkaAdminClient(
+        return client(
             bootstrap_servers=settings.kafka.bootstrap_servers,
             request_timeout_ms=10_000,
             bootstrap_timeout_ms=10_000,
@@ -33,6 +37,12 @@ def _admin(settings: Settings) -> KafkaAdminClient:
         raise KafkaUnavailableError(
             f"no Kafka broker at {settings.kafka.bootstrap_servers}: start it with `make up`"
         ) from None
+
+
+def _admin(settings: Settings) -> KafkaAdminClient:
+    from kafka import KafkaAdminClient
+
+    return connect(settings, KafkaAdminClient)
 
 
 def ensure_topic(

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lakehouse.config import Settings
-from lakehouse.kafka_io import KafkaUnavailableError
+from lakehouse.kafka_io import connect
 
 if TYPE_CHECKING:
     from kafka import KafkaConsumer
@@ -22,18 +22,8 @@ class UnknownTopicError(LookupError):
 @contextmanager
 def _consumer(settings: Settings) -> Iterator[KafkaConsumer]:
     from kafka import KafkaConsumer
-    from kafka.errors import KafkaConnectionError, KafkaTimeoutError
 
-    try:
-        consumer = KafkaConsumer(
-            bootstrap_servers=settings.kafka.bootstrap_servers,
-            request_timeout_ms=10_000,
-            bootstrap_timeout_ms=10_000,
-        )
-    except (KafkaConnectionError, KafkaTimeoutError):
-        raise KafkaUnavailableError(
-            f"no Kafka broker at {settings.kafka.bootstrap_servers}: start it with `make up`"
-        ) from None
+    consumer = connect(settings, KafkaConsumer)
     try:
         yield consumer
     finally:
