@@ -199,6 +199,9 @@ def compare(args: argparse.Namespace) -> int:
     except job.BadArguments as err:
         print(f"tributary compare: {err}; nothing written", file=sys.stderr)
         return job.EXIT_BAD_ARGUMENTS
+    except job.VersionRemoved as err:
+        print(f"tributary compare: {err}: nothing to compare", file=sys.stderr)
+        return job.EXIT_NOTHING_COMPARED
     from lakehouse.reconcile import gate
 
     try:

@@ -104,6 +104,12 @@ class Request:
     batch_runs: list[str]
 
 
+class VersionRemoved(Exception):
+    """A replay:<version> side names a version that existed and was removed. Not a bad
+    request: the reconcile DAG compares every version a replay announced, and one may be
+    removed before its comparison runs. Nothing to compare, as for an empty interval."""
+
+
 def checked_request(args: argparse.Namespace) -> Request:
     if args.left == args.right:
         raise BadArguments(f"--left and --right are both {args.left!r}: compare two sources")
@@ -156,7 +162,7 @@ def check_replay_sides(spark: SparkSession, settings: Settings, request: Request
         if version not in found:
             raise BadArguments(f"no version {version}; versions: {', '.join(found) or 'none yet'}")
         if found[version].status == "removed":
-            raise BadArguments(f"version {version} was removed: its tables are gone")
+            raise VersionRemoved(f"version {version} was removed: its tables are gone")
 
 
 def summary(run: Reconciliation, verdict: GateVerdict) -> str:
@@ -212,6 +218,9 @@ def main(argv: list[str]) -> int:
     except BadArguments as err:
         print(f"reconcile: {err}; nothing written", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
+    except VersionRemoved as err:
+        print(f"reconcile: {err}: nothing to compare, nothing written", file=sys.stderr)
+        return EXIT_NOTHING_COMPARED
     except (ConfigError, SparkSetupError, StorageError, WriterBusyError) as err:
         print(f"reconcile: {err}", file=sys.stderr)
         return EXIT_CANNOT_RUN

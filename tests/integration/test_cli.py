@@ -8,20 +8,30 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from lakehouse.config import load_settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 REPO = Path(__file__).parents[2]
+
+
+def local_lake(cwd: Path) -> dict[str, str]:
+    return {
+        "TRIBUTARY_PROFILE": "local",
+        "TRIBUTARY__STORAGE__ROOT": str(cwd / "lakehouse"),
+        "TRIBUTARY__STORAGE__CHECKPOINTS": str(cwd / "checkpoints"),
+    }
 
 
 def tributary(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """The command in a process of its own, on an empty local lakehouse in `cwd` unless `env`
     says otherwise. The timeout is well below the minutes S3A would retry a dead MinIO."""
-    lake = {
-        "TRIBUTARY_PROFILE": "local",
-        "TRIBUTARY__STORAGE__ROOT": str(cwd / "lakehouse"),
-        "TRIBUTARY__STORAGE__CHECKPOINTS": str(cwd / "checkpoints"),
-    }
+    lake = local_lake(cwd)
     return subprocess.run(
         [sys.executable, "-m", "jobs.cli", *args],
         cwd=cwd,
@@ -104,3 +114,20 @@ def test_compare_names_a_missing_replay_version_and_says_when_nothing_compares(
     assert empty.returncode == 3, empty.stderr
     assert "nothing to compare: no window is final on both sides" in empty.stdout
     assert "gate passed" not in empty.stdout
+
+
+def test_compare_with_a_removed_version_has_nothing_to_compare(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """Not a bad request: the reconcile DAG compares every version a replay announced, and one
+    may have been removed before its comparison runs."""
+    from jobs.versions import remove
+    from lakehouse.versions import record_version_event
+
+    settings = load_settings(environ={**os.environ, **local_lake(tmp_path)})
+    record_version_event(spark, settings, "v1", "caught_up")
+    remove(spark, settings, "v1")
+
+    run = tributary("compare", "--left", "replay:v1", cwd=tmp_path)
+    assert run.returncode == 3, run.stderr
+    assert "version v1 was removed: its tables are gone: nothing to compare" in said(run)
