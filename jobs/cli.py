@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 
 from jobs import reconcile as job
-from jobs.arguments import OneLineParser, iso_moment
+from jobs.arguments import OneLineParser, iso_moment, positive_int
 from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.spark import SparkSetupError, get_spark
 from lakehouse.storage import StorageError, check_bucket
@@ -49,16 +49,6 @@ READ_ONLY_KEYWORDS = (
 # which only describe: `WITH ... INSERT` and `FROM t INSERT ...` start like queries.
 DESCRIBING_COMMANDS = ("Show", "Describe", "Explain")
 LEADING_NOISE = re.compile(r"(\s+|\(|--[^\n]*|/\*.*?\*/)*", re.DOTALL)
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def start_spark(name: str, settings: Settings) -> SparkSession:

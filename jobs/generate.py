@@ -21,12 +21,11 @@ import secrets
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.arguments import OneLineParser
+from jobs.arguments import OneLineParser, fraction, positive_float, positive_int
 from lakehouse.config import ConfigError, Settings, get_settings
 from lakehouse.generator import (
     ANOMALY_KINDS,
@@ -41,31 +40,6 @@ from lakehouse.paths import state_dir
 from lakehouse.times import TimeRangeError, parse_iso
 
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def _number(
-    parse: Callable[[str], float], noun: str, accept: Callable[[float], bool], rule: str
-) -> Callable[[str], Any]:
-    """An argparse type: `parse` the text, then refuse values `accept` rejects, saying `rule`."""
-
-    def check(text: str) -> Any:
-        try:
-            value = parse(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
-        # float() takes "inf" and "nan": an infinite rate would send everything at once.
-        if isinstance(value, float) and not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-        if not accept(value):
-            raise argparse.ArgumentTypeError(f"{text} is not {rule}")
-        return value
-
-    return check
-
-
-fraction = _number(float, "a number", lambda v: 0.0 <= v <= 1.0, "a fraction in [0, 1]")
-positive_int = _number(int, "a whole number", lambda v: v >= 1, ">= 1")
-positive_float = _number(float, "a number", lambda v: v > 0, "> 0")
 
 
 def start_time(text: str) -> datetime:
