@@ -12,6 +12,7 @@ serving layer: batch results where the batch layer has run, speed results after 
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 import sys
 from datetime import UTC, datetime
@@ -103,8 +104,17 @@ def sql(args: argparse.Namespace) -> int:
         "tributary sql: a read-only command: it runs queries and descriptions (starting "
         f"with {', '.join(READ_ONLY_KEYWORDS)}) that write nothing; nothing was run"
     )
-    if first_keyword(args.statement) not in READ_ONLY_KEYWORDS:
-        print(refused, file=sys.stderr)
+    keyword = first_keyword(args.statement)
+    if keyword not in READ_ONLY_KEYWORDS:
+        # A typo of a query's first word is not an attempt to write: say which word it was.
+        meant = difflib.get_close_matches(keyword, READ_ONLY_KEYWORDS, n=1, cutoff=0.75)
+        print(
+            f"tributary sql: {keyword} does not start a query: did you "
+            f"mean {meant[0]}? Nothing was run"
+            if meant
+            else refused,
+            file=sys.stderr,
+        )
         return 2
     settings = get_settings()
     spark = start_spark("tributary-sql", settings)

@@ -8,6 +8,7 @@ network.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -114,6 +115,7 @@ def get_spark(
     if not (jars_dir / ".complete").exists():
         raise SparkSetupError(f"Spark jars are missing from {jars_dir}: run `make setup`")
     _ensure_java()
+    _check_master(settings.spark.master)
     if settings.spark.master.startswith("local"):
         # Spark's web UI binds to SPARK_LOCAL_IP, or to every interface without it.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -134,6 +136,26 @@ def get_spark(
     spark.sparkContext.setLogLevel("WARN")
     _quiet_query_errors()
     return spark
+
+
+def _check_master(master: str, timeout_seconds: float = 5) -> None:
+    """A standalone master that does not answer, before the JVM starts: Spark itself tries
+    to register three times, 20 s apart, and then fails in Java lines (measured: 66 s)."""
+    if not master.startswith("spark://"):
+        return
+    # spark://host:port, or spark://h1:p1,h2:p2 for masters with a standby: one must answer.
+    why = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_seconds):
+                return
+        except (OSError, ValueError) as err:
+            why.append(f"{address}: {getattr(err, 'strerror', None) or err}")
+    raise SparkSetupError(
+        f"the Spark master {master} does not answer ({'; '.join(why)}): start it, or set "
+        "spark.master (TRIBUTARY__SPARK__MASTER) to local[*] to run Spark in this process"
+    )
 
 
 def _quiet_query_errors() -> None:

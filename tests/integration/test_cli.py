@@ -92,6 +92,8 @@ def test_bad_arguments_are_refused_before_anything_runs(
         ("SELECT * FROM nope", "[TABLE_OR_VIEW_NOT_FOUND]"),
         ("CREATE TABLE t AS SELECT 1 AS a", "read-only command"),
         ("WITH a AS (SELECT 1 AS x) INSERT INTO t SELECT * FROM a", "read-only command"),
+        # A typo is not a write: the refusal names the word and what was meant.
+        ("SELEC 1", "SELEC does not start a query: did you mean SELECT? Nothing was run"),
     ],
 )
 def test_a_statement_that_fails_or_would_write_gets_one_line_and_leaves_no_files(

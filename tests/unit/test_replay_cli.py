@@ -4,7 +4,6 @@ exit status 1 (cannot run), no traceback. The services are real closed ports, no
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 
@@ -14,13 +13,7 @@ from jobs.replay import EXIT_CANNOT_RUN
 from lakehouse.config import load_settings
 from lakehouse.paths import REPO_ROOT
 from lakehouse.replay import measured_rate
-
-
-def closed_port() -> int:
-    """A local port nothing listens on (the OS just handed it out, and it was let go)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.ports import closed_port
 
 
 @pytest.mark.parametrize(

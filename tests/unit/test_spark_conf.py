@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from lakehouse.config import load_settings
 from lakehouse.paths import state_dir
-from lakehouse.spark import SparkSetupError, spark_conf
+from lakehouse.spark import SparkSetupError, get_spark, spark_conf
+from tests.ports import closed_port
 
 
 def settings(tmp_path: Path, profile: str, **env: str):
@@ -106,3 +108,23 @@ def test_a_session_that_cannot_start_is_one_clear_error(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert "SparkSetupError: Spark did not start" in run.stdout, run.stdout
     assert "JAVA_GATEWAY_EXITED" in run.stdout and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        (lambda: f"127.0.0.1:{closed_port()}", "Connection refused"),
+        (lambda: "nohost.invalid:7077", "nohost.invalid:7077: "),
+    ],
+)
+def test_a_standalone_master_that_does_not_answer_is_named_before_spark_starts(
+    tmp_path: Path, address: Callable[[], str], why: str
+) -> None:
+    """Without the check Spark retries for about a minute, then fails in Java lines. The
+    check comes before the JVM: a session already running in this process is not reused."""
+    master = f"spark://{address()}"
+    with pytest.raises(SparkSetupError) as raised:
+        get_spark("x", settings(tmp_path, "local", TRIBUTARY__SPARK__MASTER=master))
+    message = str(raised.value)
+    assert message.startswith(f"the Spark master {master} does not answer (")
+    assert why in message and "TRIBUTARY__SPARK__MASTER" in message
