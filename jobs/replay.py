@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 from jobs.arguments import OneLineParser, iso_moment
 from jobs.speed_layer import QueryFailedError, StopRequest, start_query
 from lakehouse.config import ConfigError, Settings, get_settings
-from lakehouse.kafka_io import KafkaUnavailableError
+from lakehouse.kafka_io import KafkaUnavailableError, check_broker
 from lakehouse.kafka_offsets import UnknownTopicError
 from lakehouse.paths import state_dir
 from lakehouse.replay import (
@@ -175,6 +175,7 @@ def continue_log(
 
     if settings.storage.on_s3:
         ensure_bucket(settings)
+    check_broker(settings)  # the plan needs it, and comes after Spark has started
     rate = measured_rate(settings)
     with contextlib.ExitStack() as held:
         if not dry_run:

@@ -39,6 +39,14 @@ def connect(settings: Settings, client: Callable[..., Client]) -> Client:
         ) from None
 
 
+def check_broker(settings: Settings) -> None:
+    """KafkaUnavailableError now, when no broker answers: for a job to call before it spends
+    seconds starting Spark only to find that out."""
+    from kafka import KafkaAdminClient
+
+    connect(settings, KafkaAdminClient).close()
+
+
 def _admin(settings: Settings) -> KafkaAdminClient:
     from kafka import KafkaAdminClient
 

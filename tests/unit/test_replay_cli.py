@@ -53,3 +53,29 @@ def test_without_storage_the_estimate_goes_on_without_a_measured_rate() -> None:
     )
     assert settings.s3.access_key is not None, "the S3 read itself must be what fails"
     assert measured_rate(settings) is None
+
+
+@pytest.mark.parametrize("continuation", ["--scheduled", "--extend=v1"])
+def test_a_continuation_checks_kafka_before_it_starts_spark(continuation: str) -> None:
+    """Its plan comes after Spark has started (it reads the versions table), so Kafka being
+    down used to take 25 s to say. With the Spark master down too, the Kafka line shows
+    that Spark was never started."""
+    kafka = f"127.0.0.1:{closed_port()}"
+    env = {
+        **os.environ,
+        "TRIBUTARY_PROFILE": "local",
+        "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": kafka,
+        "TRIBUTARY__SPARK__MASTER": f"spark://127.0.0.1:{closed_port()}",
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "jobs.replay", continuation, "--dry-run"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == EXIT_CANNOT_RUN, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"replay: no Kafka broker at {kafka}: start it with `make up`"
+    ], run.stderr
