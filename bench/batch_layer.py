@@ -7,7 +7,8 @@ Steps, in one process and one SparkSession so the ratio compares like with like:
    over one day of event time straight into a fresh bronze.events_raw (no Kafka: the batch
    layer only ever reads bronze);
 2. baseline: read bronze and count the records with a value (every value byte is read);
-   floor: read bronze and parse every record's JSON, nothing else (bench.floors);
+   floors: read bronze and parse every record's JSON, nothing else; then read, parse,
+   validate and deduplicate, no view and no write (bench.floors);
 3. batch: recompute the whole day (parse, validate, dedup, the three views, replaceWhere);
 4. rerun: the same interval again (what a retry or backfill costs).
 Results are printed and written to bench/results/batch_layer-<timestamp>.json.
@@ -21,7 +22,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.floors import parse_only_seconds
+from bench.floors import deduplicated_seconds, parse_only_seconds
 from bench.report import save_results
 from bench.synthetic import MICROS, event_json, event_type, page
 from lakehouse.batch import Interval, recompute_interval
@@ -118,6 +119,10 @@ def main() -> None:
     parse_seconds = parse_only_seconds(bronze)
     results["parse_only_seconds"] = round(parse_seconds, 1)
     results["parse_only_ratio_to_scan"] = round(parse_seconds / seconds, 2)
+    print("==> floor: read, parse, validate and deduplicate, no view, no write", flush=True)
+    dedup_seconds = deduplicated_seconds(bronze, settings)
+    results["deduplicated_seconds"] = round(dedup_seconds, 1)
+    results["deduplicated_ratio_to_scan"] = round(dedup_seconds / seconds, 2)
     for name in ("recompute", "rerun"):
         print(f"==> batch layer: {name} {day}", flush=True)
         batch = recompute_interval(spark, settings, day, f"bench-{name}")

@@ -8,7 +8,8 @@ Steps, in one process and one SparkSession so the ratios compare like with like:
 1. load: write --events JSON events (one day of event time) into a fresh topic with Spark's
    Kafka writer (bench.speed_layer.load_topic);
 2. baseline: Spark's batch Kafka source reads the whole topic and counts it;
-   floor: the same read, parsing every record's JSON and nothing else (bench.floors);
+   floors: the same read, parsing every record's JSON and nothing else; then parsing,
+   validating and deduplicating, no view and no write (bench.floors);
 3. --rounds times (default 2): a replay (jobs.replay's run_replay from earliest into a new
    version, local disk), then the batch layer recomputing the same events from bronze (the
    topic written to bronze.events_raw once, untimed, as the live stream would have).
@@ -22,7 +23,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.floors import parse_only_seconds
+from bench.floors import deduplicated_seconds, parse_only_seconds
 from bench.report import save_results
 from bench.speed_layer import bench_settings, load_topic
 from jobs.replay import run_replay
@@ -139,6 +140,12 @@ def main() -> None:
     )
     results["parse_only_events_per_second"] = round(count / parse_seconds)
     results["parse_only_ratio_to_raw_read"] = round(seconds / parse_seconds, 3)
+    print("==> floor: read, parse, validate and deduplicate, no view, no write", flush=True)
+    dedup_seconds = deduplicated_seconds(
+        kafka_batch(spark, settings, topic).transform(to_raw_records), settings
+    )
+    results["deduplicated_events_per_second"] = round(count / dedup_seconds)
+    results["deduplicated_ratio_to_raw_read"] = round(seconds / dedup_seconds, 3)
 
     # Each round replays and recomputes once. The first pays the JVM's warm-up (code
     # generation, JIT) in its replay more than in its batch run, which comes after it; later
