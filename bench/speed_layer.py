@@ -8,6 +8,8 @@ Steps, all in one process and one SparkSession so the ratios compare like with l
 1. load: write --events JSON events into a fresh topic with Spark's Kafka writer (kafka-python
    tops out near 10k events/s, too slow to find the speed layer's limit);
 2. baseline: read the whole topic with Structured Streaming (availableNow) and only count it;
+   floor: the same stream, each micro-batch read, parsed, validated and deduplicated within
+   itself, no view and no write (bench.floors): no speed layer can be faster;
 3. catch-up: run the speed layer (availableNow) over the same topic, once per storage, with
    fresh tables: the highest rate it can sustain is at most this throughput;
 4. sustained: produce at --sustain-rate events/s in real time for --sustain-seconds while the
@@ -31,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.floors import deduplicated_seconds
 from bench.report import save_results
 from bench.synthetic import event_json, event_type, page
 from lakehouse.config import Settings, load_settings
@@ -103,6 +106,36 @@ def raw_read_rate(spark: Any, settings: Settings, run: str) -> float:
         .writeStream.foreachBatch(count)
         .trigger(availableNow=True)
         .option("checkpointLocation", f"/tmp/tributary-bench/{run}/raw-read-checkpoint")
+        .start()
+        .awaitTermination()
+    )
+    return counted[0] / (time.monotonic() - began)
+
+
+def floor_rate(spark: Any, settings: Settings, run: str) -> float:
+    """Events/s of the stream when each micro-batch is only read, parsed, validated and
+    deduplicated (bench.floors.deduplicated_seconds), then discarded."""
+    from lakehouse.delta_io import read_kafka_stream
+    from lakehouse.transforms.bronze import to_raw_records
+
+    counted = [0]
+
+    def first_steps(batch: Any, batch_id: int) -> None:
+        batch = batch.persist()  # counted and processed from one read, as the speed layer does
+        try:
+            counted[0] += batch.count()
+            deduplicated_seconds(batch.transform(to_raw_records), settings)
+        finally:
+            batch.unpersist()
+
+    began = time.monotonic()
+    (
+        read_kafka_stream(
+            spark, settings, max_offsets_per_trigger=settings.speed.max_offsets_per_trigger
+        )
+        .writeStream.foreachBatch(first_steps)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", f"/tmp/tributary-bench/{run}/floor-checkpoint")
         .start()
         .awaitTermination()
     )
@@ -234,6 +267,11 @@ def main() -> None:
     results["load_events_per_second"] = round(load_topic(spark, base, args.events))
     print("==> baseline: Kafka -> count, no sinks", flush=True)
     results["raw_read_events_per_second"] = round(raw_read_rate(spark, base, run))
+    print("==> floor: Kafka -> parse, validate, dedup per batch, no view, no write", flush=True)
+    results["floor_events_per_second"] = round(floor_rate(spark, base, run))
+    results["floor_ratio_to_raw_read"] = round(
+        results["floor_events_per_second"] / results["raw_read_events_per_second"], 3
+    )
     for storage in args.storage:
         print(f"==> speed layer catch-up on {storage}", flush=True)
         settings = bench_settings(
