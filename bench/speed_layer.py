@@ -29,6 +29,7 @@ import argparse
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -90,41 +91,27 @@ def load_topic(spark: Any, settings: Settings, events: int) -> float:
     return events / (time.monotonic() - began)
 
 
-def raw_read_rate(spark: Any, settings: Settings, run: str) -> float:
+def drain_rate(
+    spark: Any,
+    settings: Settings,
+    run: str,
+    name: str,
+    per_batch: Callable[[Any], None] | None = None,
+) -> float:
+    """Events/s of a stream over the whole topic (availableNow, the speed layer's batch size)
+    that counts each micro-batch, runs `per_batch` on it if given, and does nothing else."""
     from lakehouse.delta_io import read_kafka_stream
 
     counted = [0]
 
-    def count(batch: Any, batch_id: int) -> None:
-        counted[0] += batch.count()
-
-    began = time.monotonic()
-    (
-        read_kafka_stream(
-            spark, settings, max_offsets_per_trigger=settings.speed.max_offsets_per_trigger
-        )
-        .writeStream.foreachBatch(count)
-        .trigger(availableNow=True)
-        .option("checkpointLocation", f"/tmp/tributary-bench/{run}/raw-read-checkpoint")
-        .start()
-        .awaitTermination()
-    )
-    return counted[0] / (time.monotonic() - began)
-
-
-def floor_rate(spark: Any, settings: Settings, run: str) -> float:
-    """Events/s of the stream when each micro-batch is only read, parsed, validated and
-    deduplicated (bench.floors.deduplicated_seconds), then discarded."""
-    from lakehouse.delta_io import read_kafka_stream
-    from lakehouse.transforms.bronze import to_raw_records
-
-    counted = [0]
-
-    def first_steps(batch: Any, batch_id: int) -> None:
+    def each(batch: Any, batch_id: int) -> None:
+        if per_batch is None:
+            counted[0] += batch.count()
+            return
         batch = batch.persist()  # counted and processed from one read, as the speed layer does
         try:
             counted[0] += batch.count()
-            deduplicated_seconds(batch.transform(to_raw_records), settings)
+            per_batch(batch)
         finally:
             batch.unpersist()
 
@@ -133,13 +120,29 @@ def floor_rate(spark: Any, settings: Settings, run: str) -> float:
         read_kafka_stream(
             spark, settings, max_offsets_per_trigger=settings.speed.max_offsets_per_trigger
         )
-        .writeStream.foreachBatch(first_steps)
+        .writeStream.foreachBatch(each)
         .trigger(availableNow=True)
-        .option("checkpointLocation", f"/tmp/tributary-bench/{run}/floor-checkpoint")
+        .option("checkpointLocation", f"/tmp/tributary-bench/{run}/{name}-checkpoint")
         .start()
         .awaitTermination()
     )
     return counted[0] / (time.monotonic() - began)
+
+
+def raw_read_rate(spark: Any, settings: Settings, run: str) -> float:
+    """Kafka -> count, no sinks: the baseline."""
+    return drain_rate(spark, settings, run, "raw-read")
+
+
+def floor_rate(spark: Any, settings: Settings, run: str) -> float:
+    """Each micro-batch only read, parsed, validated and deduplicated
+    (bench.floors.deduplicated_seconds), then discarded."""
+    from lakehouse.transforms.bronze import to_raw_records
+
+    def first_steps(batch: Any) -> None:
+        deduplicated_seconds(batch.transform(to_raw_records), settings)
+
+    return drain_rate(spark, settings, run, "floor", first_steps)
 
 
 def speed_catch_up(spark: Any, settings: Settings) -> dict[str, Any]:

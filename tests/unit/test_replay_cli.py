@@ -25,17 +25,20 @@ from tests.ports import closed_port
     ],
 )
 def test_a_dry_run_without_kafka_says_to_start_it(profile: str) -> None:
+    says_kafka_is_down(
+        ["--dry-run"],
+        TRIBUTARY_PROFILE=profile,
+        TRIBUTARY__S3__ENDPOINT=f"http://127.0.0.1:{closed_port()}",
+    )
+
+
+def says_kafka_is_down(args: list[str], **env: str) -> None:
+    """`python -m jobs.replay *args` with no broker: one line saying to start it, exit 1."""
     kafka = f"127.0.0.1:{closed_port()}"
-    env = {
-        **os.environ,
-        "TRIBUTARY_PROFILE": profile,
-        "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": kafka,
-        "TRIBUTARY__S3__ENDPOINT": f"http://127.0.0.1:{closed_port()}",
-    }
     run = subprocess.run(
-        [sys.executable, "-m", "jobs.replay", "--dry-run"],
+        [sys.executable, "-m", "jobs.replay", *args],
         cwd=REPO_ROOT,
-        env=env,
+        env={**os.environ, "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": kafka, **env},
         capture_output=True,
         text=True,
         timeout=120,
@@ -60,22 +63,8 @@ def test_a_continuation_checks_kafka_before_it_starts_spark(continuation: str) -
     """Its plan comes after Spark has started (it reads the versions table), so Kafka being
     down used to take 25 s to say. With the Spark master down too, the Kafka line shows
     that Spark was never started."""
-    kafka = f"127.0.0.1:{closed_port()}"
-    env = {
-        **os.environ,
-        "TRIBUTARY_PROFILE": "local",
-        "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": kafka,
-        "TRIBUTARY__SPARK__MASTER": f"spark://127.0.0.1:{closed_port()}",
-    }
-    run = subprocess.run(
-        [sys.executable, "-m", "jobs.replay", continuation, "--dry-run"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    says_kafka_is_down(
+        [continuation, "--dry-run"],
+        TRIBUTARY_PROFILE="local",
+        TRIBUTARY__SPARK__MASTER=f"spark://127.0.0.1:{closed_port()}",
     )
-    assert run.returncode == EXIT_CANNOT_RUN, run.stderr
-    assert run.stderr.strip().splitlines() == [
-        f"replay: no Kafka broker at {kafka}: start it with `make up`"
-    ], run.stderr
