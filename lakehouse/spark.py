@@ -147,11 +147,14 @@ def _check_master(master: str, timeout_seconds: float = 5) -> None:
     why = []
     for address in master.removeprefix("spark://").split(","):
         host, _, port = address.rpartition(":")
+        if not (host and port.isdigit()):
+            why.append(f"{address}: not host:port")
+            continue
         try:
-            with socket.create_connection((host, int(port)), timeout=timeout_seconds):
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_seconds):
                 return
-        except (OSError, ValueError) as err:
-            why.append(f"{address}: {getattr(err, 'strerror', None) or err}")
+        except OSError as err:
+            why.append(f"{address}: {err.strerror or err}")
     raise SparkSetupError(
         f"the Spark master {master} does not answer ({'; '.join(why)}): start it, or set "
         "spark.master (TRIBUTARY__SPARK__MASTER) to local[*] to run Spark in this process"
