@@ -62,10 +62,15 @@ def distinct_ids_seconds(raw: Any, settings: Settings) -> float:
     return _discard(_accepted(raw, settings).select("event_id").distinct())
 
 
+def deduplicated_events(raw: Any, settings: Settings) -> Any:
+    """`raw` parsed, validated and deduplicated (first delivery wins), every event column."""
+    return _accepted(raw, settings).transform(first_delivery_per_event)
+
+
 def deduplicated_seconds(raw: Any, settings: Settings) -> float:
-    """Read, parse, validate and deduplicate (first delivery wins), keeping only the columns
-    the views read, as the batch layer does: the shared first steps of the batch layer and a
-    replay, without their cache, views and writes."""
+    """Read, parse, validate and deduplicate, keeping only the columns the views read, as the
+    batch layer does: the shared first steps of the batch layer and a replay, without their
+    cache, views and writes."""
     events = _accepted(raw, settings).select(*DEDUP_COLUMNS, *VIEW_INPUT_COLUMNS)
     return _discard(events.transform(first_delivery_per_event))
 

@@ -8,8 +8,9 @@ Steps, all in one process and one SparkSession so the ratios compare like with l
 1. load: write --events JSON events into a fresh topic with Spark's Kafka writer (kafka-python
    tops out near 10k events/s, too slow to find the speed layer's limit);
 2. baseline: read the whole topic with Structured Streaming (availableNow) and only count it;
-   floor: the same stream, each micro-batch read, parsed, validated and deduplicated within
-   itself, no view and no write (bench.floors): no speed layer can be faster;
+   floors: the same stream, each micro-batch read, parsed, validated and deduplicated within
+   itself, no view and no write (bench.floors): no speed layer can be faster; then the same
+   plus two plain Delta appends per batch (its raw records, its new events);
 3. catch-up: run the speed layer (availableNow) over the same topic, once per storage, with
    fresh tables: the highest rate it can sustain is at most this throughput;
 4. sustained: produce at --sustain-rate events/s in real time for --sustain-seconds while the
@@ -34,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.floors import deduplicated_seconds
+from bench.floors import deduplicated_events, deduplicated_seconds
 from bench.report import save_results
 from bench.synthetic import event_json, event_type, page
 from lakehouse.config import Settings, load_settings
@@ -143,6 +144,33 @@ def floor_rate(spark: Any, settings: Settings, run: str) -> float:
         deduplicated_seconds(batch.transform(to_raw_records), settings)
 
     return drain_rate(spark, settings, run, "floor", first_steps)
+
+
+def appends_floor_rate(spark: Any, settings: Settings, run: str) -> float:
+    """Each micro-batch parsed, validated and deduplicated within itself, then two plain
+    Delta appends side by side: its raw records and its new events. Two of the kinds of table
+    the speed layer must write (no quarantine, late events, views or progress, no dedup
+    against earlier batches, no exactly-once bookkeeping)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lakehouse.transforms.bronze import to_raw_records
+
+    folder = f"/tmp/tributary-bench/{run}/appends-floor"
+
+    def append(df: Any, name: str) -> None:
+        df.write.format("delta").mode("append").save(f"{folder}/{name}")
+
+    def two_appends(batch: Any) -> None:
+        raw = batch.transform(to_raw_records)
+        with ThreadPoolExecutor(2) as pool:
+            writes = [
+                pool.submit(append, raw, "raw"),
+                pool.submit(append, deduplicated_events(raw, settings), "events"),
+            ]
+            for done in writes:
+                done.result()
+
+    return drain_rate(spark, settings, run, "appends-floor", two_appends)
 
 
 def speed_catch_up(spark: Any, settings: Settings) -> dict[str, Any]:
@@ -274,6 +302,11 @@ def main() -> None:
     results["floor_events_per_second"] = round(floor_rate(spark, base, run))
     results["floor_ratio_to_raw_read"] = round(
         results["floor_events_per_second"] / results["raw_read_events_per_second"], 3
+    )
+    print("==> floor: the same, then append raw records and new events to Delta", flush=True)
+    results["appends_floor_events_per_second"] = round(appends_floor_rate(spark, base, run))
+    results["appends_floor_ratio_to_raw_read"] = round(
+        results["appends_floor_events_per_second"] / results["raw_read_events_per_second"], 3
     )
     for storage in args.storage:
         print(f"==> speed layer catch-up on {storage}", flush=True)
