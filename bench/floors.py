@@ -39,10 +39,7 @@ def _discard(df: Any) -> float:
 
 
 def _accepted(raw: Any, settings: Settings) -> Any:
-    rules = ValidationRules(
-        max_record_bytes=settings.speed.max_record_bytes,
-        future_tolerance_seconds=settings.speed.future_tolerance_seconds,
-    )
+    rules = ValidationRules.of(settings)
     return raw.transform(parse_events).transform(validate_events, rules).transform(accepted_events)
 
 

@@ -42,9 +42,7 @@ def connect(settings: Settings, client: Callable[..., Client]) -> Client:
 def check_broker(settings: Settings) -> None:
     """KafkaUnavailableError now, when no broker answers: for a job to call before it spends
     seconds starting Spark only to find that out."""
-    from kafka import KafkaAdminClient
-
-    connect(settings, KafkaAdminClient).close()
+    _admin(settings).close()
 
 
 def _admin(settings: Settings) -> KafkaAdminClient:

@@ -275,10 +275,7 @@ class MicroBatchProcessor:
         self.checkpoint = checkpoint
         self.end_offsets = end_offsets
         self.kept_versions = kept_versions
-        self.rules = ValidationRules(
-            max_record_bytes=settings.speed.max_record_bytes,
-            future_tolerance_seconds=settings.speed.future_tolerance_seconds,
-        )
+        self.rules = ValidationRules.of(settings)
         self._app_id: str | None = None
         # (app id, batch id, state): what the batch after the last one committed here pins,
         # so the next batch need not read it back from the progress table.

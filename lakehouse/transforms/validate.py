@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import reduce
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType
 
 from lakehouse import events as contract
+
+if TYPE_CHECKING:
+    from lakehouse.config import Settings
 
 AMOUNT_TYPE = DecimalType(18, 2)  # exact sums: batch and speed must agree to the cent
 
@@ -45,6 +49,14 @@ _EVENT_TIME, _SENT_AT, _AMOUNT = "_event_time", "_sent_at", "_amount"
 class ValidationRules:
     max_record_bytes: int
     future_tolerance_seconds: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> ValidationRules:
+        """The rules the configuration sets (`speed` section), for every layer alike."""
+        return cls(
+            max_record_bytes=settings.speed.max_record_bytes,
+            future_tolerance_seconds=settings.speed.future_tolerance_seconds,
+        )
 
 
 def _text(field: str) -> Column:
