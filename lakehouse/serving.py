@@ -1,9 +1,10 @@
 """The serving layer: one answer per view, batch where the batch has covered, speed after.
 
 A view's row is served from batch.<view> when its time (window_start, session_start) is in
-the batch coverage, else from speed.<view>. The coverage is the union of every recorded
-batch run's [interval_start, final_until): rows the batch recomputed and that can no longer
-change. Each row is placed by one instant, so no row is counted on both sides of the seam.
+the batch coverage, else from speed.<view>. The coverage is the union of the recorded batch
+runs' [interval_start, final_until): rows the batch recomputed and that can no longer change,
+where a later run of an interval replaces what earlier runs made final in it (`coverage_of`).
+Each row is placed by one instant, so no row is counted on both sides of the seam.
 
 A consistent read while the batch layer writes: the coverage and the batch table's version
 both come from one snapshot of ops.batch_runs, and the batch table is read at that version
@@ -69,23 +70,55 @@ def merge_ranges(ranges: list[Range]) -> list[Range]:
     return merged
 
 
+@dataclass(frozen=True)
+class RunCoverage:
+    """One recorded batch run of a view: the interval it rewrote, and how much of it is final."""
+
+    start: datetime
+    end: datetime
+    final_until: datetime
+    table_version: int  # the batch table version it wrote: later runs wrote later versions
+
+
+def coverage_of(runs: list[RunCoverage]) -> list[Range]:
+    """The instants the batch table holds final rows for, as of the newest of `runs`.
+
+    A run rewrites all of its interval's rows, so what an earlier run made final there is
+    gone with them. A rerun can make less final than the run it replaced (a late event joined
+    a closed session to one still open): counting the earlier run's range too would serve that
+    open session from the batch and its later part again from the speed layer.
+    """
+    covered: list[Range] = []
+    for run in sorted(runs, key=lambda r: r.table_version):
+        covered = [
+            piece
+            for start, end in covered
+            for piece in ((start, min(end, run.start)), (max(start, run.end), end))
+        ]
+        covered.append((run.start, run.final_until))
+    return merge_ranges(covered)
+
+
 def batch_coverage(spark: SparkSession, settings: Settings, v: View) -> Coverage:
     if not table_exists(spark, RUNS, settings):
         return Coverage([], None)
-    runs = (
-        read_table(spark, RUNS, settings)
+    runs = [
+        RunCoverage(
+            from_micros(r["start"]), from_micros(r["end"]), from_micros(r["until"]), r["version"]
+        )
+        for r in read_table(spark, RUNS, settings)
         .where(F.col("view") == v.name)
         .select(
             F.unix_micros("interval_start").alias("start"),
+            F.unix_micros("interval_end").alias("end"),
             F.unix_micros("final_until").alias("until"),
-            "table_version",
+            F.col("table_version").alias("version"),
         )
         .collect()
-    )
+    ]
     if not runs:
         return Coverage([], None)
-    ranges = merge_ranges([(from_micros(r["start"]), from_micros(r["until"])) for r in runs])
-    return Coverage(ranges, max(int(r["table_version"]) for r in runs))
+    return Coverage(coverage_of(runs), max(r.table_version for r in runs))
 
 
 @dataclass(frozen=True)

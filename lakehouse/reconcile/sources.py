@@ -3,7 +3,8 @@
 A *source* names where a view's rows come from and which of them are final:
 
 - `batch`: batch.<view> for the ranges ops.batch_runs marks final (interval_start up to
-  final_until), read at the batch table version those runs wrote;
+  final_until, a rerun's replacing the earlier runs' in its interval: serving's
+  `coverage_of`), read at the batch table version those runs wrote;
 - a *stream* (the live speed layer, or a replay's outputs, given as SpeedOutputs): its view
   tables up to its watermark minus the view's settle time, plus the late events it set aside.
 
@@ -28,7 +29,7 @@ from pyspark.sql import functions as F
 from lakehouse.config import Settings
 from lakehouse.delta_io import read_table, read_table_at, table_exists
 from lakehouse.reconcile.compare import Missing, Range
-from lakehouse.serving import merge_ranges
+from lakehouse.serving import RunCoverage, coverage_of
 from lakehouse.speed_batch import SpeedOutputs
 from lakehouse.tables import Table, table
 from lakehouse.times import EPOCH, from_micros
@@ -247,9 +248,7 @@ def _latest_progress(
 @dataclass(frozen=True)
 class _Run:
     view: str
-    start: datetime
-    final_until: datetime
-    table_version: int
+    coverage: RunCoverage
     read_until: int  # the newest Kafka timestamp in the bronze version it read (micros)
 
 
@@ -263,6 +262,7 @@ def _batch_runs(spark: SparkSession, settings: Settings) -> list[_Run]:
         .select(
             "view",
             F.unix_micros("interval_start").alias("start"),
+            F.unix_micros("interval_end").alias("end"),
             F.unix_micros("final_until").alias("until"),
             "table_version",
             F.unix_micros("ingest_high_water").alias("read_until"),
@@ -272,9 +272,12 @@ def _batch_runs(spark: SparkSession, settings: Settings) -> list[_Run]:
     return [
         _Run(
             r["view"],
-            from_micros(r["start"]),
-            from_micros(r["until"]),
-            int(r["table_version"]),
+            RunCoverage(
+                from_micros(r["start"]),
+                from_micros(r["end"]),
+                from_micros(r["until"]),
+                int(r["table_version"]),
+            ),
             int(r["read_until"]),
         )
         for r in rows
@@ -301,8 +304,8 @@ def _batch_side(
     mine = [r for r in runs if r.view == v.name]
     if not mine:
         return Side(source, None, None, [])
-    ranges = merge_ranges([(r.start, r.final_until) for r in mine])
-    version = max(r.table_version for r in mine)
+    ranges = coverage_of([r.coverage for r in mine])
+    version = max(r.coverage.table_version for r in mine)
     rows = read_table_at(spark, source.tables[v.name], settings, version)
     missing = None
     # The usual case, decided without Spark: every late event arrived before the oldest

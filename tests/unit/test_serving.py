@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
-from lakehouse.serving import Coverage, merge_ranges
+from lakehouse.serving import Coverage, RunCoverage, coverage_of, merge_ranges
 
 
 def at(hour: int) -> datetime:
@@ -21,6 +22,33 @@ def test_touching_and_overlapping_ranges_merge() -> None:
 def test_empty_ranges_are_dropped() -> None:
     # A run whose results are not final yet covers nothing.
     assert merge_ranges([(at(2), at(2)), (at(5), at(4))]) == []
+
+
+def minute(hour: int, m: int) -> datetime:
+    return datetime(2026, 11, 26, hour, m, tzinfo=UTC)
+
+
+def test_a_rerun_that_makes_less_final_replaces_the_earlier_run() -> None:
+    # The first run of 05:00-06:00 had every session closed before 05:15; a late event then
+    # joined a 05:09 session to one still open, so the rerun is final only up to 05:09. The
+    # 05:09 session must not be served from the batch (speed serves from 05:09 on).
+    first = RunCoverage(at(5), at(6), minute(5, 15), table_version=3)
+    rerun = RunCoverage(at(5), at(6), minute(5, 9), table_version=7)
+    assert coverage_of([rerun, first]) == [(at(5), minute(5, 9))]
+
+
+def test_a_later_hourly_run_replaces_only_its_hour_of_a_daily_run() -> None:
+    daily = RunCoverage(at(0), at(23), at(23), table_version=1)
+    hourly = RunCoverage(at(5), at(6), minute(5, 30), table_version=2)
+    assert coverage_of([daily, hourly]) == [(at(0), minute(5, 30)), (at(6), at(23))]
+    # The other way round the daily run, written last, replaced the hour's rows.
+    assert coverage_of([replace(daily, table_version=3), hourly]) == [(at(0), at(23))]
+
+
+def test_runs_of_adjacent_intervals_join_up() -> None:
+    runs = [RunCoverage(at(h), at(h + 1), at(h + 1), table_version=h) for h in (2, 3, 4)]
+    assert coverage_of(runs) == [(at(2), at(5))]
+    assert coverage_of([]) == []
 
 
 def test_high_water_is_the_end_of_the_last_range() -> None:
