@@ -168,14 +168,48 @@ def bound_to_common_log(
 ) -> tuple[dict[str, Side], dict[str, Side]]:
     """Two streams compared: the events either read beyond the other's end join the other's
     missing events (`left + missing(left) == right + missing(right)` then holds for streams
-    stopped at different points of the same log)."""
+    stopped at different points of the same log). The batch and a stream: every event beyond
+    the stream's end joins the stream's missing events (`_beyond_stream`)."""
     [left, *_], [right, *_] = lefts.values(), rights.values()
-    if left.read is None or right.read is None:
-        return lefts, rights
-    return (
-        _with_unread(spark, settings, lefts, right, left.read),
-        _with_unread(spark, settings, rights, left, right.read),
-    )
+    if left.read is not None and right.read is not None:
+        return (
+            _with_unread(spark, settings, lefts, right, left.read),
+            _with_unread(spark, settings, rights, left, right.read),
+        )
+    if left.source.kind == "batch" and right.read is not None:
+        return lefts, _beyond_stream(spark, settings, rights, right.read)
+    if right.source.kind == "batch" and left.read is not None:
+        return _beyond_stream(spark, settings, lefts, left.read), rights
+    return lefts, rights
+
+
+def _beyond_stream(
+    spark: SparkSession, settings: Settings, sides: dict[str, Side], read: LogPosition
+) -> dict[str, Side]:
+    """A stream's sides (a replay that ended, or the live stream) compared with the batch:
+    the batch reruns intervals from bronze, which the live stream keeps filling, so it may
+    have read events from beyond where this stream ended. Those it read are in its rows and
+    not in the stream's; those it did not are among its own missing events (late events it
+    had not read) and, missing here too, cancel out. Either way they belong to the stream's
+    missing events; live silver holds them all, deduplicated."""
+    silver = SpeedOutputs.live().silver
+    if not table_exists(spark, silver, settings):
+        return sides
+    beyond = read_table(spark, silver, settings).where(~read.holds())
+    return _given_missing(sides, beyond, "events beyond where {} ended, which the batch may hold")
+
+
+def _given_missing(sides: dict[str, Side], events: DataFrame, label: str) -> dict[str, Side]:
+    """`sides` with `events` added to their missing events; `label` names them, with {} for
+    the side's source."""
+
+    def joined(side: Side) -> Missing:
+        if side.missing is None:
+            return Missing(events, label.format(side.source.name))
+        both = side.missing.events.unionByName(events, allowMissingColumns=True)
+        return Missing(both, f"{side.missing.label} or {label.format(side.source.name)}")
+
+    return {name: replace(side, missing=joined(side)) for name, side in sides.items()}
 
 
 def _with_unread(
@@ -189,15 +223,7 @@ def _with_unread(
     if seen is None:
         return sides
     unread = seen.where(~read.holds())
-    label = f"events {source.name} read beyond where {{}} ended"
-
-    def joined(side: Side) -> Missing:
-        if side.missing is None:
-            return Missing(unread, label.format(side.source.name))
-        events = side.missing.events.unionByName(unread, allowMissingColumns=True)
-        return Missing(events, f"{side.missing.label} or {label.format(side.source.name)}")
-
-    return {name: replace(side, missing=joined(side)) for name, side in sides.items()}
+    return _given_missing(sides, unread, f"events {source.name} read beyond where {{}} ended")
 
 
 def _stream_side(

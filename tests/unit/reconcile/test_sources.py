@@ -152,3 +152,30 @@ def test_sources_by_name() -> None:
         except UnknownSourceError:
             continue
         raise AssertionError(f"{bad!r} was accepted")
+
+
+def test_a_stream_compared_with_the_batch_misses_every_event_beyond_its_end(
+    spark: Any, events: Events, local_settings: Settings
+) -> None:
+    # Replay v1 ended after offsets 0-1; the live stream went on to 0-3 and filled bronze, so a
+    # later batch rerun may hold u3 and u4 (or, late and unread, count them as its missing).
+    one, two, three, four = (events((f"10:0{i}", "click", f"u{i}")) for i in range(1, 5))
+    all_four = one.unionByName(two).unionByName(three).unionByName(four)
+    save(in_log(all_four, 0, 1, 2, 3), "silver.events", local_settings)
+    save(events.view(COUNTS.name, ("10:01", "click", "u1")), COUNTS.batch_table, local_settings)
+    save(batch_run(spark, "10:00", "11:00", "11:05", "11:06"), "ops.batch_runs", local_settings)
+    replay = SpeedOutputs.replay("v1")
+    save(in_log(one.unionByName(two), 0, 1), replay.silver, local_settings)
+    save(progress_row(spark, at("11:00"), {0: 2}, 0), replay.progress, local_settings)
+
+    def sides(source: Any) -> dict[str, Any]:
+        return load_sides(spark, local_settings, source, [COUNTS])
+
+    for batch_first in (True, False):
+        pair = (sides(batch_source()), sides(stream_source(replay, "replay_v1")))
+        left, right = bound_to_common_log(spark, local_settings, *pair[:: 1 if batch_first else -1])
+        batch, v1 = (left, right) if batch_first else (right, left)
+        assert batch[COUNTS.name].missing is None  # no late events: it missed nothing
+        missing = v1[COUNTS.name].missing
+        assert missing is not None and "beyond where replay_v1 ended" in missing.label
+        assert sorted(r["user_id"] for r in missing.events.collect()) == ["u3", "u4"]
