@@ -77,7 +77,7 @@ def table_exists(spark: SparkSession, table: Table, settings: Settings) -> bool:
     return bool(DeltaTable.isDeltaTable(spark, table.path(settings)))
 
 
-# --- idempotent writes (DESIGN.md: exactly-once through Delta transaction ids) -------------
+# --- idempotent writes (exactly-once through Delta transaction ids) -----------------------
 #
 # Every write of a micro-batch carries (txnAppId, txnVersion) = (the writer's identity, the
 # batch id). Delta records the pair in the commit and skips any later write whose version is
@@ -284,7 +284,7 @@ def delta_rs_location(settings: Settings, path: str) -> tuple[str, dict[str, str
 
 
 class WrongWriterError(Exception):
-    """A job tried to write a table another job owns (DESIGN.md, invariant 5)."""
+    """A job tried to write a table another job owns (one writer per table set)."""
 
 
 def overwrite_where(

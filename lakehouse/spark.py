@@ -99,7 +99,7 @@ def _s3a_conf(settings: Settings) -> dict[str, str]:
         + "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
         prefix + "access.key": s3.access_key.get_secret_value(),
         prefix + "secret.key": s3.secret_key.get_secret_value(),
-        # One writing driver per table (DESIGN.md invariant 5) is what makes Delta safe here.
+        # One writing driver per table (lakehouse.writer_lock) is what makes Delta safe here.
         "spark.delta.logStore.s3a.impl": "io.delta.storage.S3SingleDriverLogStore",
     }
 

@@ -217,7 +217,7 @@ class SpeedLayerSupervisor:
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
         # Two callers starting at once (a scheduled run, a test, a shell) would make two
-        # writers of the same tables (DESIGN.md, invariant 5): one at a time.
+        # writers of the same tables (one writer per table set): one at a time.
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / "speed_layer.lock", "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
@@ -230,7 +230,7 @@ class SpeedLayerSupervisor:
 
     def _kill_leftovers(self) -> None:
         """End what is left of a previous run's process group (e.g. its JVM after the driver
-        was killed), so two drivers never write the same tables (DESIGN.md, invariant 5).
+        was killed), so two drivers never write the same tables (one writer per table set).
         Linux does not reuse a pid while a group still bears it, so the group is ours."""
         try:
             old = int(self.proc.pid_file.read_text().strip())

@@ -2,7 +2,7 @@
 
 Jobs ask for a table by name (`table("bronze.events_raw")`) and get its location from the
 configured storage root; no job contains a path. `writer` names the one Spark application
-allowed to write the table (DESIGN.md, invariant 5).
+allowed to write the table (one writer per table set: lakehouse.writer_lock).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""One writer per table set (DESIGN.md, invariant 5), enforced on this machine.
+"""One writer per table set, enforced on this machine: Delta on S3 is safe with one writing
+driver per table (S3SingleDriverLogStore), and no two jobs may interleave their commits.
 
 A job that writes a set of tables holds an exclusive lock named after the set and the
 storage root for as long as it runs. A second writer fails at once with the holder's pid

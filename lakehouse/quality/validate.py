@@ -346,7 +346,7 @@ def validate_table(
 ) -> SuiteResult:
     """Validate a registry table's Delta snapshot (the latest, or `version`) with its suite.
 
-    Reading a snapshot never disturbs the table's one writer (DESIGN.md invariant 5)."""
+    Reading a snapshot never disturbs the table's one writer (one writer per table set)."""
     from lakehouse.delta_io import read_table, read_table_at
     from lakehouse.tables import table
 
