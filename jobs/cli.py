@@ -118,6 +118,9 @@ def sql(args: argparse.Namespace) -> int:
         return 2
     settings = get_settings()
     spark = start_spark("tributary-sql", settings)
+    # Otherwise a keyword where a name may stand is taken for one: "... FROM v WHERE" (a
+    # condition left out) ran unfiltered, WHERE read as an alias of v.
+    spark.conf.set("spark.sql.ansi.enforceReservedKeywords", "true")
     registered, missing = register_serving_views(spark, settings)
     for name in missing:
         print(f"-- serving_{name}: no results yet (run the speed layer)", file=sys.stderr)

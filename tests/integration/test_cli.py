@@ -90,6 +90,8 @@ def test_bad_arguments_are_refused_before_anything_runs(
         ("SELECT 1/0", "[DIVIDE_BY_ZERO]"),
         ("SELECT CAST('abc' AS INT)", "[CAST_INVALID_INPUT]"),
         ("SELECT * FROM nope", "[TABLE_OR_VIEW_NOT_FOUND]"),
+        # A condition left out: WHERE is a keyword, not the subquery's alias.
+        ("SELECT * FROM (SELECT 1 AS a) WHERE", "[PARSE_SYNTAX_ERROR]"),
         ("CREATE TABLE t AS SELECT 1 AS a", "read-only command"),
         ("WITH a AS (SELECT 1 AS x) INSERT INTO t SELECT * FROM a", "read-only command"),
         # A typo is not a write: the refusal names the word and what was meant.
