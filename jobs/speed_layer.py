@@ -4,7 +4,7 @@
     python -m jobs.speed_layer --available-now  # process what the log holds now, then exit
 
 Reads the `events` topic from the earliest offset (the checkpoint remembers where it is) and
-hands every micro-batch to lakehouse.speed_batch. Stopping gracefully: send SIGTERM, or create
+hands every micro-batch to lakehouse.speed_batch. Stopping gracefully: Ctrl-C, SIGTERM, or create
 the stop file (default <state>/run/speed_layer.stop); the running batch finishes first, then
 the query stops. Whatever way it stops, a restart continues exactly where it left off.
 """
@@ -86,8 +86,26 @@ class StopRequest:
     def __init__(self, stop_file: Path) -> None:
         self.stop_file = stop_file
         self.signalled = False
+        self._listen()
+
+    def _listen(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+
+    def take_over(self, spark: SparkSession) -> None:
+        """Make the signals stop gracefully again once `spark` has started.
+
+        Starting the SparkContext replaces SIGINT's handler with pyspark's, which cancels every
+        job and raises KeyboardInterrupt inside whatever py4j call is running: Ctrl-C ended in
+        a 70-line crash instead of finishing the batch. And a SIGTERM to the whole process
+        group (`timeout make speed`) would end the JVM mid-batch, so the JVM ignores SIGTERM as
+        pyspark already makes it ignore SIGINT: the driver decides. It cannot outlive the
+        driver: it exits once its stdin, a pipe from the driver, closes (PythonGatewayServer).
+        """
+        self._listen()
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("TERM"), jvm.sun.misc.SignalHandler.SIG_IGN)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.signalled = True
@@ -109,6 +127,12 @@ def run_until_stopped(query: StreamingQuery, stop: StopRequest, batch_timeout: f
     if failure is not None:
         # Spark's message leads with the cause; the full trace is in the job's log.
         raise QueryFailedError(str(failure).strip().splitlines()[0][:2000])
+
+
+def start_spark(settings: Settings, stop: StopRequest) -> SparkSession:
+    spark = get_spark(QUERY_NAME, settings)
+    stop.take_over(spark)
+    return spark
 
 
 def stop_file_path(text: str) -> Path:
@@ -152,10 +176,10 @@ def main(argv: list[str]) -> int:
         # cannot start must leave a pending stop request as it is.
         stop.stop_file.unlink(missing_ok=True)
         with exclusive_writer(settings, QUERY_NAME):
-            spark = get_spark(QUERY_NAME, settings)
+            spark = start_spark(settings, stop)
             query = start_query(spark, settings, SpeedOutputs.live(), args.available_now)
             print(
-                f"==> speed layer running (query id {query.id}); stop with SIGTERM or "
+                f"==> speed layer running (query id {query.id}); stop with Ctrl-C, SIGTERM or "
                 f"`touch {stop.stop_file}`",
                 flush=True,
             )

@@ -53,3 +53,35 @@ def test_a_pending_stop_request_survives_a_run_that_cannot_start(tmp_path: Path)
     assert run.returncode == 1
     assert run.stderr == "speed layer: no Kafka broker at 127.0.0.1:1: start it with `make up`\n"
     assert stop.exists()
+
+
+def test_once_spark_has_started_the_signals_still_stop_gracefully(tmp_path: Path) -> None:
+    """Starting the SparkContext installs pyspark's SIGINT handler (Ctrl-C crashed inside a
+    py4j call), and a SIGTERM to the process group reached the JVM. In a process of its own:
+    here a session may be running already, and it would be reused without either."""
+    script = (
+        "import os, signal, sys, time\n"
+        "from pathlib import Path\n"
+        "from jobs.speed_layer import StopRequest, start_spark\n"
+        "from lakehouse.config import get_settings\n"
+        "stop = StopRequest(Path(sys.argv[1]))\n"
+        "spark = start_spark(get_settings(), stop)\n"
+        "print('SIGINT ours:', signal.getsignal(signal.SIGINT) == stop._on_signal)\n"
+        "print('SIGTERM ours:', signal.getsignal(signal.SIGTERM) == stop._on_signal)\n"
+        "os.kill(spark.sparkContext._gateway.proc.pid, signal.SIGTERM)\n"
+        "time.sleep(2)\n"
+        "print('JVM after SIGTERM:', spark.range(3).count())\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "speed_layer.stop")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines() == [
+        "SIGINT ours: True",
+        "SIGTERM ours: True",
+        "JVM after SIGTERM: 3",
+    ], run.stdout
