@@ -88,6 +88,7 @@ def scan_and_count(spark: Any, settings: Settings) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m bench.batch_layer",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -90,6 +90,7 @@ def main() -> None:
     from lakehouse.transforms.bronze import to_raw_records
 
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m bench.floors",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -28,7 +28,7 @@ from lakehouse.views import VIEWS, view
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__)
     parser.add_argument("--runs", type=int, default=720, help="batch runs (commits) recorded")
     parser.add_argument("--repeat", type=int, default=7, help="timed reads before and after")
     args = parser.parse_args()

@@ -113,6 +113,7 @@ def baseline_counts(df: Any) -> dict[str, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m bench.quality",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -173,6 +173,7 @@ def ours(spark: Any, settings: Settings) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m bench.reconcile",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

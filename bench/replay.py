@@ -105,6 +105,7 @@ def replay_and_batch(
 
 def main() -> None:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m bench.replay",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

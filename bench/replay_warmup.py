@@ -40,6 +40,7 @@ def jvm_counters(spark: Any) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m bench.replay_warmup",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -194,6 +194,7 @@ def rows_copied_per_merge(spark: Any, path: str) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m bench.speed_aging",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -303,6 +303,7 @@ def meets_freshness_goal(got: dict[str, Any]) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m bench.speed_layer",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -94,6 +94,7 @@ def run(
 
 def main() -> None:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m bench.speed_write_threads",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

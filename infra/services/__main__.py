@@ -88,16 +88,18 @@ def status() -> bool:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.services")
+    # Options only as spelt: an abbreviation silently taken for another option misleads.
+    # A subcommand's parser does not inherit the setting, hence each add_parser's own.
+    parser = argparse.ArgumentParser(prog="python -m infra.services", allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
     for command in ("up", "down"):
-        p = sub.add_parser(command)
+        p = sub.add_parser(command, allow_abbrev=False)
         p.add_argument(
             "names", nargs="*", metavar="SERVICE", help=f"any of {', '.join(ORDER)} (default: all)"
         )
     sub.choices["up"].add_argument("--record", type=Path)
     sub.choices["down"].add_argument("--only-recorded", type=Path)
-    sub.add_parser("status")
+    sub.add_parser("status", allow_abbrev=False)
     args = parser.parse_args(argv)
     for name in getattr(args, "names", []):
         if name not in ORDER:
