@@ -6,10 +6,12 @@
     python -m jobs.versions remove v2              # its tables and checkpoint; not the active one
 
 Promotion switches ops.serving_pointer in one Delta commit: readers of the serving layer see
-the old or the new version, never a mix. It is refused unless the replay has caught up and
-its reconciliation gate passed (replay vs live, and in lambda mode replay vs batch: every
-window equal or its difference explained by a recorded late event). --force promotes anyway
-and the pointer records that it was forced and what the gate said.
+the old or the new version, never a mix. Serving reads the active version in kappa mode; in
+lambda mode (the default) it reads batch + speed, and the active version waits for kappa.
+Promotion is refused unless the replay has caught up and its reconciliation gate passed
+(replay vs live, and in lambda mode replay vs batch: every window equal or its difference
+explained by a recorded late event). --force promotes anyway and the pointer records that it
+was forced and what the gate said.
 
 Serving reads a version as its gate saw it: what a later extension of the active version
 adds (`python -m jobs.replay --extend`) is served once that extension's gate passed. If it
@@ -105,7 +107,9 @@ def promote(spark: SparkSession, settings: Settings, version: str, force: bool) 
             f"promotion of {version} refused: {verdict.message()}\n"
             "(fix the cause and replay again, or promote with --force: it is recorded)"
         )
-    done = "serving reads its extensions now" if info.active else f"promoted {version}"
+    done = (
+        f"advanced {version} to what its extensions added" if info.active else f"promoted {version}"
+    )
     return done + (" (forced past a failed gate)" if not verdict.passed else "")
 
 
@@ -228,6 +232,18 @@ def show(versions: list[VersionInfo], sizes: dict[str, float | None]) -> str:
     return "\n".join(lines)
 
 
+def outcome_line(done: str, active: str, mode: str) -> str:
+    """What a promote, rollback or remove did, and what serving reads after it. Serving reads
+    the active version only in kappa mode; in lambda mode it reads batch + speed, and a
+    promotion there prepares the switch to kappa."""
+    if mode == "kappa":
+        return f"==> {done}; serving now reads {active}"
+    return (
+        f"==> {done}; the active version is now {active}, which serving reads once the mode is "
+        "kappa (TRIBUTARY__MODE=kappa); in lambda mode, as now, serving reads batch + speed"
+    )
+
+
 def main(argv: list[str]) -> int:
     parser = OneLineParser(
         prog="python -m jobs.versions",
@@ -236,7 +252,7 @@ def main(argv: list[str]) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="every version: status, size, where from, by whom")
-    p = commands.add_parser("promote", help="make a caught-up version the one serving reads")
+    p = commands.add_parser("promote", help="make a caught-up version the active one")
     p.add_argument("version")
     p.add_argument("--force", action="store_true", help="promote past a failed gate (recorded)")
     commands.add_parser("rollback", help="switch back to the version active before")
@@ -268,7 +284,7 @@ def main(argv: list[str]) -> int:
             else:
                 done = remove(spark, settings, args.version)
         active = active_version(spark, settings)
-        print(f"==> {done}; serving now reads {active}", flush=True)
+        print(outcome_line(done, active, settings.mode), flush=True)
         print(RESULT_PREFIX + json.dumps({"outcome": done, "active": active}), flush=True)
         return 0
     except (VersionError, ReplayRequestError) as err:
