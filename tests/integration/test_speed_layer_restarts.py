@@ -189,6 +189,42 @@ def test_graceful_stop_from_outside_finishes_the_batch(
     assert "speed layer stopped" in log.read_text()
 
 
+def test_a_graceful_stop_behind_a_backlog_does_not_wait_for_the_backlog(
+    kafka_up: str, tmp_path: Path, spark: SparkSession
+) -> None:
+    """Behind a backlog one batch starts as soon as another commits: the stop must still come
+    after the running batch, not once the log is drained, and lose nothing."""
+    topic = new_topic("backlog-stop")
+    env = {**job_env(tmp_path, topic), "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "200"}
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    cfg = GeneratorConfig(count=4000, seed=5, start=an_hour_ago, rate=10.0)
+    produce(settings_for(env), cfg, tmp_path / "ledger.jsonl", topic=topic)
+    backlog_batches = cfg.count // 200
+    settings = settings_for(env)
+    log = tmp_path / "job.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jobs.speed_layer", "--stop-file", str(tmp_path / "stop")],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    wait_for(lambda: committed_batches(settings) >= 2, proc)
+    (tmp_path / "stop").touch()
+    at_request = committed_batches(settings)
+    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    assert "speed layer stopped" in log.read_text()
+    # The batch running at the request, and one more if it committed as the request was made.
+    assert committed_batches(settings) <= at_request + 2 < backlog_batches, log.read_text()[-3000:]
+
+    run_to_completion(env, tmp_path / "rest.log")
+    assert OUT.raw is not None
+    raw = spark.read.format("delta").load(OUT.raw.path(settings))
+    assert raw.count() == cfg.count == raw.select("partition", "offset").distinct().count()
+
+
 def _progress_text(env: dict[str, str]) -> str:
     path = Path(OUT.progress.path(settings_for(env)))
     return "batch" if (path / "_delta_log").exists() else ""
