@@ -84,9 +84,10 @@ def batch_layer() -> None:
         from jobs.batch_layer import EXIT_BAD_INTERVAL, EXIT_NO_DATA, RESULT_PREFIX
         from lakehouse.config import get_settings
         from lakehouse.job_runner import run_job
+        from lakehouse.run_params import checked_params
 
         context = get_current_context()
-        mode = context["params"].get("mode") or get_settings().mode
+        mode = checked_params(context).get("mode") or get_settings().mode
         if mode == "kappa":
             log.info("kappa mode: there is no batch layer; corrections come from replays")
             raise AirflowSkipException(

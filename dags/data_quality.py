@@ -94,8 +94,10 @@ def data_quality() -> None:
             RESULT_PREFIX,
         )
         from lakehouse.job_runner import run_job
+        from lakehouse.run_params import checked_params
 
         context = get_current_context()
+        checked_params(context)
         args = [*_arguments(context), "--run-id", context["run_id"]]
         log.info("running jobs.quality %s", " ".join(args))
         outcome = run_job("jobs.quality", args, on_line=log.info)

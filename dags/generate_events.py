@@ -76,7 +76,9 @@ def generate_events() -> None:
 
         # kafka-python narrates every connection at INFO; keep the summary readable.
         logging.getLogger("kafka").setLevel(logging.WARNING)
-        params = get_current_context()["params"]
+        from lakehouse.run_params import checked_params
+
+        params = checked_params(get_current_context())
         count, rate = int(params["count"]), float(params["rate"])
         argv = ["--count", str(count), "--rate", str(rate), "--anomalies", params["anomalies"]]
         if params["realtime"]:

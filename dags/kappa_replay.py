@@ -131,9 +131,10 @@ def kappa_replay() -> None:
         from jobs.replay import EXIT_BAD_REQUEST, EXIT_NOT_SERVED, RESULT_PREFIX
         from lakehouse.config import get_settings
         from lakehouse.job_runner import run_job
+        from lakehouse.run_params import checked_params
 
         context = get_current_context()
-        params = context["params"]
+        params = checked_params(context)
         mode = params.get("mode") or get_settings().mode
         if context["dag_run"].run_type == "scheduled" and mode != "kappa":
             # Airflow's task log shows only "Skipping task."; the reason goes in the log too.

@@ -56,8 +56,9 @@ def promote_version() -> None:
     def promote() -> str:
         from jobs.versions import EXIT_REFUSED
         from lakehouse.job_runner import run_job
+        from lakehouse.run_params import checked_params
 
-        params = get_current_context()["params"]
+        params = checked_params(get_current_context())
         args = ["promote", params["version"]] + (["--force"] if params["force"] else [])
         outcome = run_job("jobs.versions", args, on_line=log.info)
         if outcome.returncode == EXIT_REFUSED:

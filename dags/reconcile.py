@@ -109,8 +109,10 @@ def reconcile() -> None:
             RESULT_PREFIX,
         )
         from lakehouse.job_runner import run_job
+        from lakehouse.run_params import checked_params
 
         context = get_current_context()
+        checked_params(context)
         summaries: dict[str, Any] = {}
         failures: list[str] = []
         for index, (label, arguments) in enumerate(_comparisons(context)):

@@ -84,9 +84,10 @@ def speed_layer() -> None:
     @task(execution_timeout=timedelta(minutes=5))
     def supervise() -> dict[str, Any]:
         from lakehouse.config import get_settings
+        from lakehouse.run_params import checked_params
         from lakehouse.supervisor import SpeedLayerSupervisor, SupervisorError
 
-        action = get_current_context()["params"]["action"]
+        action = checked_params(get_current_context())["action"]
         try:
             done = SpeedLayerSupervisor(get_settings()).apply(action)
         except SupervisorError as err:

@@ -52,6 +52,17 @@ def test_every_dag_id_is_its_file_name(dagbag: DagBag) -> None:
 
 
 @pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.name)
+def test_a_dag_with_parameters_refuses_names_it_does_not_declare(
+    dagbag: DagBag, path: Path
+) -> None:
+    """Airflow keeps an unknown conf key as one more parameter: a misspelt one would be
+    ignored unless a task checks (lakehouse.run_params)."""
+    [dag] = [d for d in dagbag.dags.values() if Path(d.fileloc) == path]
+    if dag.params:
+        assert "checked_params(" in path.read_text(), f"{path.name} never calls checked_params"
+
+
+@pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.name)
 def test_no_top_level_pyspark_import(path: Path) -> None:
     tree = ast.parse(path.read_text(), filename=str(path))
     found = [

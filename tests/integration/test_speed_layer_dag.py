@@ -102,6 +102,23 @@ def test_ensure_restarts_a_killed_stream(
     assert _xcom(api, run_id, "supervise")["pid"] == after.pid
 
 
+def test_a_misspelt_parameter_fails_the_run_and_changes_nothing(
+    api: af.Api, dag_ready: None, supervisor: SpeedLayerSupervisor
+) -> None:
+    before = supervisor.status()
+    assert before.running and before.pid is not None, "the previous test leaves it running"
+
+    run_id = str(af.trigger_run(api, DAG_ID, conf={"actoin": "stop"})["dag_run_id"])
+    run, tis = af.wait_for_run(api, DAG_ID, run_id, RUN_TIMEOUT)
+    assert run["state"] == "failed", af.task_states(tis)
+    assert af.task_states(tis)["supervise"] == "failed", af.task_states(tis)
+    [supervise] = [ti for ti in tis if ti["task_id"] == "supervise"]
+    log = af.task_log(api, DAG_ID, run_id, supervise)
+    assert "unknown parameter 'actoin' (did you mean 'action'?)" in log, af.tail(log)
+    after = supervisor.status()
+    assert after.running and after.pid == before.pid, after.describe()
+
+
 def test_stop_action_stops_the_stream(
     api: af.Api, dag_ready: None, supervisor: SpeedLayerSupervisor
 ) -> None:

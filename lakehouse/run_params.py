@@ -1,0 +1,41 @@
+"""An Airflow run's parameters (its trigger form or conf), checked against those its DAG
+declares. Airflow keeps a name it does not know as one more parameter, so a misspelt one
+(`{"actoin": "stop"}`) was ignored and the run did its default (`ensure`) instead."""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def unknown_params_message(given: Iterable[str], declared: Iterable[str]) -> str | None:
+    """What is wrong with the names `given`, in one line, or None when the DAG declares them all."""
+    known = sorted(declared)
+    unknown = sorted(set(given) - set(known))
+    if not unknown:
+        return None
+    named = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1)
+        named.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return (
+        f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(named)}: this DAG "
+        f"takes {', '.join(known) or 'none'}; nothing was done"
+    )
+
+
+def checked_params(context: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The run's parameters, once every name in its conf is one the DAG declares; else the
+    task fails at once, without retries (a task calls this before it changes anything)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    conf = getattr(context.get("dag_run"), "conf", None) or {}
+    problem = unknown_params_message(conf, context["dag"].params)
+    if problem:
+        # Logged too: the task log shows an exception's text only in its details.
+        logging.getLogger(__name__).error(problem)
+        raise AirflowFailException(problem)
+    params: Mapping[str, Any] = context["params"]
+    return params

@@ -1,0 +1,47 @@
+"""A run's parameters: a name its DAG does not declare fails the run, naming the one meant."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from lakehouse.run_params import checked_params, unknown_params_message
+
+
+def test_declared_names_pass() -> None:
+    assert unknown_params_message({"action": "stop"}, {"action": "ensure"}) is None
+    assert unknown_params_message({}, {"action": "ensure"}) is None
+
+
+def test_a_misspelt_name_is_named_with_the_one_meant() -> None:
+    message = unknown_params_message({"actoin": "stop"}, ["action"])
+    assert message == (
+        "unknown parameter 'actoin' (did you mean 'action'?): this DAG takes action; "
+        "nothing was done"
+    )
+
+
+def test_several_unknown_names_and_a_dag_without_parameters() -> None:
+    message = unknown_params_message(["zzz", "strat"], ["start", "end"])
+    assert message is not None
+    assert message.startswith("unknown parameters 'strat' (did you mean 'start'?), 'zzz':")
+    assert unknown_params_message(["x"], []) == (
+        "unknown parameter 'x': this DAG takes none; nothing was done"
+    )
+
+
+def context(conf: dict[str, object] | None) -> dict[str, object]:
+    return {
+        "dag": SimpleNamespace(params={"action": "ensure"}),
+        "dag_run": SimpleNamespace(conf=conf),
+        "params": {"action": "ensure", **(conf or {})},
+    }
+
+
+def test_checked_params_fails_the_task_without_retries() -> None:
+    with pytest.raises(AirflowFailException, match="did you mean 'action'"):
+        checked_params(context({"actoin": "stop"}))
+    assert checked_params(context({"action": "stop"}))["action"] == "stop"
+    assert checked_params(context(None))["action"] == "ensure"  # a scheduled run: no conf
