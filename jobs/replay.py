@@ -73,6 +73,17 @@ EXIT_CANNOT_RUN, EXIT_BAD_REQUEST, EXIT_FAILED, EXIT_NOT_SERVED = 1, 2, 3, 4
 RESULT_PREFIX = "replay result: "
 
 
+def served_line(version: str, mode: str) -> str:
+    """An extension of the active version passed its gate. Serving reads the active version
+    only in kappa mode; in lambda mode it reads batch + speed (as jobs.versions says too)."""
+    if mode == "kappa":
+        return f"==> {version} is the active version: serving reads what this run added now"
+    return (
+        f"==> {version} is the active version: serving reads what this run added once the mode "
+        "is kappa (TRIBUTARY__MODE=kappa); in lambda mode, as now, it reads batch + speed"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="python -m jobs.replay",
@@ -325,7 +336,7 @@ def run_replay(
         unserved = unserved_note(version, since, datetime.now(UTC))
     if verdict is not None:
         print(
-            f"==> {version} is the active version: serving reads what this run added now"
+            served_line(version, settings.mode)
             if served
             else f"==> {version} is the active version, but its gate failed: "
             f"{verdict.message()}\n{unserved}\n(see the reconcile DAG's report; --force serves "

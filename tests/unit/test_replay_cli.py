@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from jobs.replay import EXIT_CANNOT_RUN
+from jobs.replay import EXIT_CANNOT_RUN, served_line
 from lakehouse.config import load_settings
 from lakehouse.paths import REPO_ROOT
 from lakehouse.replay import measured_rate
@@ -68,3 +68,9 @@ def test_a_continuation_checks_kafka_before_it_starts_spark(continuation: str) -
         TRIBUTARY_PROFILE="local",
         TRIBUTARY__SPARK__MASTER=f"spark://127.0.0.1:{closed_port()}",
     )
+
+
+def test_an_extension_served_says_what_serving_reads_in_each_mode() -> None:
+    assert served_line("v1", "kappa").endswith("serving reads what this run added now")
+    lam = served_line("v1", "lambda")
+    assert "added now" not in lam and "in lambda mode, as now, it reads batch + speed" in lam
