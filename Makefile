@@ -9,7 +9,7 @@ RECORD  := .state/started-by-test
 # The tests' own services: own ports and state folder, beside any `make up` started.
 TEST_ENV := $(PY) -m infra.test_env
 
-.PHONY: help setup up down status demo generate speed batch query compare test test-unit test-up test-down clean-bench compose-env lint typecheck lock
+.PHONY: help setup up down status airflow demo generate speed batch query compare test test-unit test-up test-down clean-bench compose-env lint typecheck lock
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -25,6 +25,9 @@ down:  ## stop every embedded service
 
 status:  ## report the services: running, healthy, address, log file
 	@$(PY) -m infra.services status || true
+
+airflow: setup  ## the Airflow CLI against our Airflow: make airflow ARGS="dags list"
+	@$(PY) -m infra.services airflow $(ARGS)
 
 demo: up  ## run the main job end to end and say where to look
 	@$(PY) -m jobs.demo

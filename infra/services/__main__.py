@@ -3,6 +3,7 @@
     python -m infra.services up     [kafka|minio|airflow ...] [--record FILE]
     python -m infra.services down   [kafka|minio|airflow ...] [--only-recorded FILE]
     python -m infra.services status
+    python -m infra.services airflow ARGS...   # the Airflow CLI, against our Airflow
 
 `--record` writes the names this call actually started, and `--only-recorded` stops just
 those: `make test` uses the pair so it stops what it started and leaves the rest running.
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from infra.services.airflow import Airflow
+from infra.services.airflow import Airflow, airflow_bin
 from infra.services.base import Context, Service
 from infra.services.kafka import Kafka
 from infra.services.minio import Minio
@@ -87,6 +88,16 @@ def status() -> bool:
     return all_ok
 
 
+def airflow_cli(args: list[str]) -> None:
+    """Run `airflow ARGS` with the environment our Airflow runs with (its home, database,
+    keys, DAG folder): a bare `airflow` looks at ~/airflow, an empty database it offers to
+    migrate. Replaces this process, so the command's output and exit status are its own."""
+    import os
+
+    airflow = Airflow(Context(settings=get_settings(), state=state_dir()))
+    os.execve(airflow_bin(), [airflow_bin(), *args], airflow.env())
+
+
 def main(argv: list[str]) -> int:
     # Options only as spelt: an abbreviation silently taken for another option misleads.
     # A subcommand's parser does not inherit the setting, hence each add_parser's own.
@@ -100,6 +111,8 @@ def main(argv: list[str]) -> int:
     sub.choices["up"].add_argument("--record", type=Path)
     sub.choices["down"].add_argument("--only-recorded", type=Path)
     sub.add_parser("status", allow_abbrev=False)
+    cli = sub.add_parser("airflow", allow_abbrev=False, add_help=False)
+    cli.add_argument("args", nargs=argparse.REMAINDER, help="passed to the airflow command")
     args = parser.parse_args(argv)
     for name in getattr(args, "names", []):
         if name not in ORDER:
@@ -109,6 +122,8 @@ def main(argv: list[str]) -> int:
             up(args.names, args.record)
         elif args.command == "down":
             down(args.names, args.only_recorded)
+        elif args.command == "airflow":
+            airflow_cli(args.args)
         else:
             return 0 if status() else 3
     except (ServiceError, ConfigError) as err:

@@ -65,6 +65,13 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )
 
 
+def test_the_airflow_cli_runs_with_our_airflows_settings() -> None:
+    # A bare `airflow` would read ~/airflow and its own (empty) database.
+    result = run_cli("airflow", "config", "get-value", "core", "dags_folder")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(REPO / "dags")
+
+
 def test_unknown_service_name_is_a_usage_error() -> None:
     result = run_cli("up", "postgres")
     assert result.returncode == 2
