@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 OUT = SpeedOutputs.live()
+QUARANTINE_REASONS_SHOWN = 8
 
 
 def produce_events(settings: Settings, count: int, seed: int) -> dict[str, object]:
@@ -113,17 +114,23 @@ def report(spark: SparkSession, settings: Settings) -> dict[str, int]:
         f"[{'balanced' if balanced else 'NOT BALANCED'}]"
     )
     print(f"    late events set aside: {counts['late']}")
-    print("    quarantine reasons:")
-    for r in (
+    reasons = (
         spark.read.format("delta")
         .load(OUT.quarantine.path(settings))
         .groupBy("reason")
         .count()
-        .orderBy(F.desc("count"))
-        .limit(8)
+        .orderBy(F.desc("count"), "reason")
         .collect()
-    ):
+    )
+    shown = reasons[:QUARANTINE_REASONS_SHOWN]
+    print(f"    quarantine reasons ({len(shown)} most common of {len(reasons)}):")
+    for r in shown:
         print(f"      {r['count']:6}  {r['reason']}")
+    if rest := reasons[QUARANTINE_REASONS_SHOWN:]:
+        print(
+            f"      {sum(r['count'] for r in rest):6}  ({len(rest)} other reasons; every "
+            "record with its reasons is in bronze.quarantine)"
+        )
     print("    newest 1-minute windows (speed.event_counts_1m):")
     for r in (
         spark.read.format("delta")
@@ -177,7 +184,7 @@ def print_where_to_look(settings: Settings) -> None:
         f"  Airflow UI   {settings.airflow.url}  (user {settings.airflow.admin_user}, "
         f"password: AIRFLOW_ADMIN_PASSWORD in {secrets_file()})"
     )
-    print(f"  Lakehouse    {settings.storage.root}  (bronze/, silver/, speed/, ops/)")
+    print(f"  Lakehouse    {settings.storage.root}  (bronze/, silver/, speed/, batch/, dq/, ops/)")
     print(f"  Ledgers      {state_dir() / 'ledgers'}")
     print("  Query        .venv/bin/tributary query event_counts_1m --from <ISO time>  (serving)")
     print('               .venv/bin/tributary sql "SELECT * FROM serving_user_sessions LIMIT 20"')
