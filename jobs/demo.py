@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from jobs.arguments import OneLineParser
-from lakehouse.config import ConfigError, Settings, get_settings
+from lakehouse.config import DEFAULT_PROFILE, PROFILE_ENV, ConfigError, Settings, get_settings
 from lakehouse.delta_io import table_exists
 from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
 from lakehouse.kafka_io import KafkaUnavailableError, ensure_topic
@@ -186,10 +186,12 @@ def print_where_to_look(settings: Settings) -> None:
     )
     print(f"  Lakehouse    {settings.storage.root}  (bronze/, silver/, speed/, batch/, dq/, ops/)")
     print(f"  Ledgers      {state_dir() / 'ledgers'}")
-    print("  Query        .venv/bin/tributary query event_counts_1m --from <ISO time>  (serving)")
-    print('               .venv/bin/tributary sql "SELECT * FROM serving_user_sessions LIMIT 20"')
-    print('  Recompute    make batch ARGS="--start <ISO> --end <ISO>"  (or the batch_layer DAG)')
-    print("  Replay       .venv/bin/python -m jobs.replay --dry-run  (or the kappa_replay DAG)")
+    # Commands copied from here must read this demo's lakehouse, not the default profile's.
+    env = "" if settings.profile == DEFAULT_PROFILE else f"{PROFILE_ENV}={settings.profile} "
+    print(f"  Query        {env}.venv/bin/tributary query event_counts_1m --from <ISO time>")
+    print(f'               {env}.venv/bin/tributary sql "SELECT * FROM serving_user_sessions"')
+    print(f'  Recompute    {env}make batch ARGS="--start <ISO> --end <ISO>"  (or batch_layer)')
+    print(f"  Replay       {env}.venv/bin/python -m jobs.replay --dry-run  (or kappa_replay)")
     print("  Services     make status    (logs are listed there)")
     print("  Stop all     make down")
 
