@@ -26,6 +26,11 @@ def from_micros(micros: int) -> datetime:
     return EPOCH + timedelta(microseconds=micros)
 
 
+def to_micros(moment: datetime) -> int:
+    """An aware datetime as Spark's unix_micros: the inverse of from_micros."""
+    return (moment - EPOCH) // timedelta(microseconds=1)
+
+
 def as_utc(moment: datetime) -> datetime:
     """An aware UTC datetime; a naive one is taken as UTC (how the CLIs and Airflow mean it)."""
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -39,12 +39,40 @@ STATUSES = (EQUAL, EXPLAINED, UNEXPLAINED, OPEN)
 Range = tuple[datetime, datetime]
 
 
+# Columns of Missing.scoped: the [from, to) range of view rows an event is missing from.
+ROWS_FROM, ROWS_TO = "_rows_from", "_rows_to"
+
+
 @dataclass(frozen=True)
 class Missing:
     """Accepted events (silver's columns) that a side's rows leave out on purpose."""
 
     events: DataFrame
     label: str  # how explanations name them, e.g. "late events set aside by speed"
+    # The same events, each once per range of view rows it is missing from (ROWS_FROM,
+    # ROWS_TO; null: all rows). None: every event is missing from every row.
+    scoped: DataFrame | None = None
+
+    def rows(self, view: View) -> DataFrame:
+        """The view's rows over these events, each only where the side leaves it out."""
+        if self.scoped is None:
+            return view.compute(self.events)
+        bounds = [F.unix_micros(ROWS_FROM), F.unix_micros(ROWS_TO)]
+        ranges = self.scoped.select(*bounds).distinct().collect()
+        parts = []
+        for start, end in ranges:
+            if start is None:
+                events = self.scoped.where(F.col(ROWS_FROM).isNull())
+                parts.append(view.compute(events.drop(ROWS_FROM, ROWS_TO)))
+                continue
+            events = self.scoped.where((bounds[0] == start) & (bounds[1] == end))
+            placed = F.unix_micros(view.time_column)
+            parts.append(
+                view.compute(events.drop(ROWS_FROM, ROWS_TO)).where(
+                    (placed >= F.lit(start)) & (placed < F.lit(end))
+                )
+            )
+        return reduce(DataFrame.unionByName, parts, view.compute(self.events.limit(0)))
 
 
 @dataclass(frozen=True)
@@ -104,7 +132,7 @@ def compare_view(
     if not rule.sessions:  # sessions are explained by the events themselves, not their rows
         for side, missing in (("left_late", left_missing), ("right_late", right_missing)):
             if missing is not None:
-                parts[side] = view.compute(missing.events)
+                parts[side] = missing.rows(view)
     still_open = {"left": left_open, "right": right_open}
     in_scope = F.lit(True) if scope is None else _in_ranges(view.time_column, scope)
     if len(parts) == 2:

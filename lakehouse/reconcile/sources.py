@@ -28,11 +28,11 @@ from pyspark.sql import functions as F
 
 from lakehouse.config import Settings
 from lakehouse.delta_io import read_table, read_table_at, table_exists
-from lakehouse.reconcile.compare import Missing, Range
+from lakehouse.reconcile.compare import ROWS_FROM, ROWS_TO, Missing, Range
 from lakehouse.serving import RunCoverage, coverage_of
 from lakehouse.speed_batch import SpeedOutputs
 from lakehouse.tables import Table, table
-from lakehouse.times import EPOCH, from_micros
+from lakehouse.times import EPOCH, from_micros, to_micros
 from lakehouse.views import VIEWS, View
 
 if TYPE_CHECKING:
@@ -207,7 +207,10 @@ def _given_missing(sides: dict[str, Side], events: DataFrame, label: str) -> dic
         if side.missing is None:
             return Missing(events, label.format(side.source.name))
         both = side.missing.events.unionByName(events, allowMissingColumns=True)
-        return Missing(both, f"{side.missing.label} or {label.format(side.source.name)}")
+        scoped = side.missing.scoped
+        if scoped is not None:  # the new events are missing from every row (null range)
+            scoped = scoped.unionByName(events, allowMissingColumns=True)
+        return Missing(both, f"{side.missing.label} or {label.format(side.source.name)}", scoped)
 
     return {name: replace(side, missing=joined(side)) for name, side in sides.items()}
 
@@ -276,6 +279,12 @@ class _Run:
     view: str
     coverage: RunCoverage
     read_until: int  # the newest Kafka timestamp in the bronze version it read (micros)
+    finished_at: int  # micros
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Later runs of an interval replace earlier ones: by the version they wrote."""
+        return self.coverage.table_version, self.finished_at
 
 
 def _batch_runs(spark: SparkSession, settings: Settings) -> list[_Run]:
@@ -292,6 +301,7 @@ def _batch_runs(spark: SparkSession, settings: Settings) -> list[_Run]:
             F.unix_micros("final_until").alias("until"),
             "table_version",
             F.unix_micros("ingest_high_water").alias("read_until"),
+            F.unix_micros("finished_at").alias("finished_at"),
         )
         .collect()
     )
@@ -305,6 +315,7 @@ def _batch_runs(spark: SparkSession, settings: Settings) -> list[_Run]:
                 int(r["table_version"]),
             ),
             int(r["read_until"]),
+            int(r["finished_at"]),
         )
         for r in rows
     ]
@@ -337,49 +348,55 @@ def _batch_side(
     # The usual case, decided without Spark: every late event arrived before the oldest
     # run's read. (An event no run read affects no row a run owns.)
     if newest_late is not None and newest_late > min(r.read_until for r in mine):
-        unread = _unread_late_events(spark, settings, v)
-        missing = Missing(unread, "late events the batch had not read")
+        scoped = _unread_late_events(spark, settings, v, mine)
+        unread = scoped.drop(ROWS_FROM, ROWS_TO).dropDuplicates(["event_id"])
+        missing = Missing(unread, "late events the batch had not read", scoped)
     return Side(source, rows, missing, ranges)
 
 
-def _unread_late_events(spark: SparkSession, settings: Settings, v: View) -> DataFrame:
-    """Late events that reached bronze after the batch run that owns their rows read it.
+def _unread_late_events(
+    spark: SparkSession, settings: Settings, v: View, runs: list[_Run]
+) -> DataFrame:
+    """Late events that reached bronze after a batch run read it, each with the rows it is
+    missing from: those the run owns, [ROWS_FROM, ROWS_TO).
 
     The batch recomputes an interval from bronze as it was then; an event arriving later is
     in the speed layer's late events but in no batch row until the interval is recomputed.
-    Each late event is matched with the last finished run whose read span includes it (the
-    run that wrote its rows) and is unread if its Kafka timestamp is after that run's newest.
+    A row belongs to the last run over its time (a rerun replaces its interval's rows), and
+    an event can be in rows of two runs (a sliding window or a session reaching across an
+    hour): one that read it and one that ran before it arrived. So each run is judged for
+    the rows it still owns, and only the events that could reach those rows.
     """
-    runs = (
-        read_table(spark, BATCH_RUNS, settings)
-        .where(F.col("view") == v.name)
-        .select(
-            (F.col("interval_start") - F.make_interval(secs=F.lit(v.lookback_seconds))).alias(
-                "_read_from"
-            ),
-            (
-                F.col("interval_end") + F.make_interval(secs=F.lit(v.lookahead_seconds))
-                if v.lookahead_seconds is not None
-                else F.lit(None).cast("timestamp")
-            ).alias("_read_to"),
-            F.col("ingest_high_water").alias("_high_water"),
-            F.col("finished_at").alias("_finished_at"),
-        )
-    )
+    owned = []
+    ordered = sorted(runs, key=lambda r: r.order)
+    for i, run in enumerate(ordered):
+        pieces = [(run.coverage.start, run.coverage.end)]
+        for later in ordered[i + 1 :]:
+            pieces = [
+                piece
+                for start, end in pieces
+                for piece in (
+                    (start, min(end, later.coverage.start)),
+                    (max(start, later.coverage.end), end),
+                )
+                if piece[0] < piece[1]
+            ]
+        owned += [(to_micros(start), to_micros(end), run.read_until) for start, end in pieces]
+    if not owned:
+        owned = [(0, 0, 0)]  # no rows owned: nothing can be missing from them
+    owners = spark.createDataFrame(owned, "_from long, _to long, _high_water long")
+    time = F.unix_micros("event_time")
+    reads = time >= F.col("_from") - F.lit(v.lookback_seconds * 1_000_000)
+    if v.lookahead_seconds is not None:
+        reads &= time < F.col("_to") + F.lit(v.lookahead_seconds * 1_000_000)
     late = read_table(spark, SpeedOutputs.live().late, settings)
-    reads = (F.col("event_time") >= F.col("_read_from")) & (
-        F.col("_read_to").isNull() | (F.col("event_time") < F.col("_read_to"))
-    )
-    owner = (
-        late.select("event_id", "event_time")
-        .join(F.broadcast(runs), reads)
-        .groupBy("event_id")
-        .agg(F.max_by("_high_water", "_finished_at").alias("_high_water"))
-    )
     return (
-        late.join(owner, "event_id")
-        .where(F.col("kafka_timestamp") > F.col("_high_water"))
-        .drop("_high_water")
+        late.join(
+            F.broadcast(owners),
+            reads & (F.unix_micros("kafka_timestamp") > F.col("_high_water")),
+        )
+        .withColumns({ROWS_FROM: F.timestamp_micros("_from"), ROWS_TO: F.timestamp_micros("_to")})
+        .drop("_from", "_to", "_high_water")
     )
 
 

@@ -179,3 +179,42 @@ def test_a_stream_compared_with_the_batch_misses_every_event_beyond_its_end(
         missing = v1[COUNTS.name].missing
         assert missing is not None and "beyond where replay_v1 ended" in missing.label
         assert sorted(r["user_id"] for r in missing.events.collect()) == ["u3", "u4"]
+
+
+def test_a_late_event_is_missing_only_from_the_rows_of_the_run_that_had_not_read_it(
+    spark: Any, events: Events, local_settings: Settings
+) -> None:
+    # 11:00 ran first (read until 12:05); then 10:00 was rerun (read until 12:35). The event
+    # of 11:00:30, in bronze at 12:30, falls in both runs' reads (10:00 reads a minute past
+    # its hour), but its minute's row is 11:00's, which had not read it.
+    for _ in range(3):  # versions 0-2: the runs below wrote versions 1 and 2
+        save(events.view(COUNTS.name, ("11:01", "click", "u1")), COUNTS.batch_table, local_settings)
+    runs = [("11:00", "12:00", "12:05", "12:06", 1), ("10:00", "11:00", "12:35", "12:40", 2)]
+    for start, end, read_until, finished, version in runs:
+        run = batch_run(spark, start, end, read_until, finished)
+        save(
+            run.withColumn("table_version", F.lit(version).cast("long")),
+            "ops.batch_runs",
+            local_settings,
+        )
+    save(
+        events(("11:00:30", "click", "u9", "/", None, "12:30")), "speed.late_events", local_settings
+    )
+    side = load_side(spark, local_settings, batch_source(), COUNTS)
+    assert side.missing is not None
+    assert [r["user_id"] for r in side.missing.events.collect()] == ["u9"]
+    [row] = side.missing.rows(COUNTS).collect()
+    assert (row["window_start"], row["events"]) == (at("11:00").replace(tzinfo=None), 1)
+
+
+def test_missing_rows_are_only_those_in_each_events_range(spark: Any, events: Events) -> None:
+    from lakehouse.reconcile.compare import ROWS_FROM, ROWS_TO, Missing
+
+    users = VIEWS["active_users_10m"]
+    late = events(("11:03", "click", "u9"))
+    scoped = late.withColumns({ROWS_FROM: F.lit(at("11:00")), ROWS_TO: F.lit(at("12:00"))})
+    missing = Missing(late, "late", scoped)
+    # The event is in the windows starting 10:54 to 11:03; only 11:00 on are in the range.
+    starts = sorted(r["window_start"].minute for r in missing.rows(users).collect())
+    assert starts == [0, 1, 2, 3]
+    assert len(Missing(late, "late").rows(users).collect()) == 10
