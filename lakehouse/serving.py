@@ -94,9 +94,11 @@ def coverage_of(runs: list[RunCoverage]) -> list[Range]:
             piece
             for start, end in covered
             for piece in ((start, min(end, run.start)), (max(start, run.end), end))
+            if piece[0] < piece[1]  # else the list doubled with every run
         ]
-        covered.append((run.start, run.final_until))
-    return merge_ranges(covered)
+        # Merged at each step, so the list stays as short as the gaps in the coverage.
+        covered = merge_ranges([*covered, (run.start, run.final_until)])
+    return covered
 
 
 def batch_coverage(spark: SparkSession, settings: Settings, v: View) -> Coverage:

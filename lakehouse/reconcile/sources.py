@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from lakehouse.config import Settings
 from lakehouse.delta_io import read_table, read_table_at, table_exists
 from lakehouse.reconcile.compare import ROWS_FROM, ROWS_TO, Missing, Range
-from lakehouse.serving import RunCoverage, coverage_of
+from lakehouse.serving import RunCoverage, coverage_of, merge_ranges
 from lakehouse.speed_batch import SpeedOutputs
 from lakehouse.tables import Table, table
 from lakehouse.times import EPOCH, from_micros, to_micros
@@ -368,20 +368,18 @@ def _unread_late_events(
     the rows it still owns, and only the events that could reach those rows.
     """
     owned = []
-    ordered = sorted(runs, key=lambda r: r.order)
-    for i, run in enumerate(ordered):
+    claimed: list[Range] = []  # the intervals of the runs after this one, merged
+    for run in sorted(runs, key=lambda r: r.order, reverse=True):
         pieces = [(run.coverage.start, run.coverage.end)]
-        for later in ordered[i + 1 :]:
+        for taken_from, taken_to in claimed:
             pieces = [
                 piece
                 for start, end in pieces
-                for piece in (
-                    (start, min(end, later.coverage.start)),
-                    (max(start, later.coverage.end), end),
-                )
+                for piece in ((start, min(end, taken_from)), (max(start, taken_to), end))
                 if piece[0] < piece[1]
             ]
         owned += [(to_micros(start), to_micros(end), run.read_until) for start, end in pieces]
+        claimed = merge_ranges([*claimed, (run.coverage.start, run.coverage.end)])
     if not owned:
         owned = [(0, 0, 0)]  # no rows owned: nothing can be missing from them
     owners = spark.createDataFrame(owned, "_from long, _to long, _high_water long")
