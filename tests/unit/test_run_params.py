@@ -1,13 +1,9 @@
-"""A run's parameters: a name its DAG does not declare fails the run, naming the one meant."""
+"""A run's parameters: a name its DAG does not declare is named, with the one meant.
+(checked_params, which needs Airflow, is tested in tests/dags.)"""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-import pytest
-from airflow.sdk.exceptions import AirflowFailException
-
-from lakehouse.run_params import checked_params, unknown_params_message
+from lakehouse.run_params import unknown_params_message
 
 
 def test_declared_names_pass() -> None:
@@ -30,18 +26,3 @@ def test_several_unknown_names_and_a_dag_without_parameters() -> None:
     assert unknown_params_message(["x"], []) == (
         "unknown parameter 'x': this DAG takes none; nothing was done"
     )
-
-
-def context(conf: dict[str, object] | None) -> dict[str, object]:
-    return {
-        "dag": SimpleNamespace(params={"action": "ensure"}),
-        "dag_run": SimpleNamespace(conf=conf),
-        "params": {"action": "ensure", **(conf or {})},
-    }
-
-
-def test_checked_params_fails_the_task_without_retries() -> None:
-    with pytest.raises(AirflowFailException, match="did you mean 'action'"):
-        checked_params(context({"actoin": "stop"}))
-    assert checked_params(context({"action": "stop"}))["action"] == "stop"
-    assert checked_params(context(None))["action"] == "ensure"  # a scheduled run: no conf
