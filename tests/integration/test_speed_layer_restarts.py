@@ -75,6 +75,19 @@ def start_job(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
         )
 
 
+def start_continuous(env: dict[str, str], log: Path, stop_file: Path) -> subprocess.Popen[bytes]:
+    """The speed layer in continuous mode: it runs until stopped."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "jobs.speed_layer", "--stop-file", str(stop_file)],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def run_to_completion(env: dict[str, str], log: Path) -> None:
     proc = start_job(env, log)
     assert proc.wait(timeout=900) == 0, log.read_text()[-3000:]
@@ -169,15 +182,7 @@ def test_graceful_stop_from_outside_finishes_the_batch(
     cfg = GeneratorConfig(count=300, seed=3, start=datetime.now(UTC) - timedelta(hours=1), rate=1.0)
     produce(settings_for(env), cfg, tmp_path / "ledger.jsonl", topic=topic)
     log = tmp_path / "job.log"
-    with open(log, "ab") as out:  # continuous mode: it would run forever unless stopped
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jobs.speed_layer", "--stop-file", str(tmp_path / "stop")],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start_continuous(env, log, tmp_path / "stop")
     deadline = time.monotonic() + 180
     while "batch" not in _progress_text(env) and time.monotonic() < deadline:
         time.sleep(2)
@@ -202,15 +207,7 @@ def test_a_graceful_stop_behind_a_backlog_does_not_wait_for_the_backlog(
     backlog_batches = cfg.count // 200
     settings = settings_for(env)
     log = tmp_path / "job.log"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jobs.speed_layer", "--stop-file", str(tmp_path / "stop")],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start_continuous(env, log, tmp_path / "stop")
     wait_for(lambda: committed_batches(settings) >= 2, proc)
     (tmp_path / "stop").touch()
     at_request = committed_batches(settings)
