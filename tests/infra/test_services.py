@@ -66,8 +66,10 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def test_the_airflow_cli_runs_with_our_airflows_settings() -> None:
-    # A bare `airflow` would read ~/airflow and its own (empty) database.
-    result = run_cli("airflow", "config", "get-value", "core", "dags_folder")
+    # A bare `airflow` would read ~/airflow and its own (empty) database. Without the AIRFLOW_*
+    # variables tests/dags' airflow_home fixture leaves set (its unit test mode prints a line).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    result = run_cli("airflow", "config", "get-value", "core", "dags_folder", env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(REPO / "dags")
 
