@@ -69,7 +69,7 @@ clean-bench: setup  ## delete the benchmarks' Kafka topics and lakehouses (needs
 	@$(PY) -m bench.clean
 
 compose-env:  ## write the generated secrets for `docker compose --env-file` (see docker-compose.yml)
-	@python3 -c 'import sys; sys.path.insert(0, "."); from lakehouse.secrets import write_compose_env; print("wrote", write_compose_env())'
+	@python3 -c 'import sys; sys.path.insert(0, "."); from lakehouse.core.secrets import write_compose_env; print("wrote", write_compose_env())'
 
 lint: setup  ## ruff lint and format check
 	@.venv/bin/ruff check . && .venv/bin/ruff format --check .

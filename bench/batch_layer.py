@@ -25,10 +25,10 @@ from typing import Any
 from bench.floors import deduplicated_seconds, parse_only_seconds
 from bench.report import save_results
 from bench.synthetic import MICROS, event_json, event_type, page
-from lakehouse.batch import Interval, recompute_interval
-from lakehouse.config import Settings, load_settings
-from lakehouse.spark import get_spark
-from lakehouse.tables import table
+from lakehouse.batch.recompute import Interval, recompute_interval
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.spark import get_spark
+from lakehouse.core.tables import table
 
 
 def bench_settings(storage: str, run: str) -> Settings:

@@ -9,10 +9,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from infra.services.process import http_ok
-from lakehouse.config import load_settings
-from lakehouse.kafka_io import KafkaUnavailableError, delete_topics
-from lakehouse.storage import delete_prefix
+from lakehouse.core.config import load_settings
+from lakehouse.core.kafka_io import KafkaUnavailableError, delete_topics
+from lakehouse.core.processes import http_ok
+from lakehouse.core.storage import delete_prefix
 
 LOCAL = Path("/tmp/tributary-bench")
 TOPIC_PREFIX = "bench-"

@@ -24,11 +24,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from lakehouse.config import Settings
+from lakehouse.core.config import Settings
 from lakehouse.transforms.dedup import DEDUP_COLUMNS, first_delivery_per_event
 from lakehouse.transforms.parse import parse_events
 from lakehouse.transforms.validate import ValidationRules, accepted_events, validate_events
-from lakehouse.views import VIEW_INPUT_COLUMNS
+from lakehouse.transforms.views import VIEW_INPUT_COLUMNS
 
 
 def _discard(df: Any) -> float:
@@ -85,8 +85,8 @@ def main() -> None:
     from bench.replay import kafka_batch, raw_batch_read
     from bench.report import save_results
     from bench.speed_layer import bench_settings, load_topic
-    from lakehouse.spark import get_spark
-    from lakehouse.tables import table
+    from lakehouse.core.spark import get_spark
+    from lakehouse.core.tables import table
     from lakehouse.transforms.bronze import to_raw_records
 
     parser = argparse.ArgumentParser(

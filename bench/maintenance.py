@@ -6,7 +6,7 @@ Serving reads ops.batch_runs (which intervals the batch made final) on every que
 view. Each batch run appends to it: --runs commits of three rows (one per view; 720 is a
 month of hourly runs). Steps, in one process and one SparkSession:
 1. baseline: the serving layer's coverage read for one view, timed --repeat times;
-2. the maintenance job's compaction and vacuum of the table (lakehouse.maintenance);
+2. the maintenance job's compaction and vacuum of the table (lakehouse.ops.maintenance);
 3. the same read again. Printed, and written to bench/results/maintenance-<timestamp>.json.
 """
 
@@ -19,12 +19,12 @@ from datetime import UTC, datetime, timedelta
 
 from bench.batch_layer import bench_settings
 from bench.report import save_results
-from lakehouse.batch import RUNS_SCHEMA
-from lakehouse.maintenance import look_after
-from lakehouse.serving import batch_coverage
-from lakehouse.spark import get_spark
-from lakehouse.tables import table
-from lakehouse.views import VIEWS, view
+from lakehouse.batch.recompute import RUNS_SCHEMA
+from lakehouse.core.spark import get_spark
+from lakehouse.core.tables import table
+from lakehouse.ops.maintenance import look_after
+from lakehouse.serving.serve import batch_coverage
+from lakehouse.transforms.views import VIEWS, view
 
 
 def main() -> None:

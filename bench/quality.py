@@ -22,11 +22,11 @@ from typing import Any
 
 from bench.report import save_results
 from bench.synthetic import event_type, page, purchase_amount
-from lakehouse import events as contract
-from lakehouse.config import load_settings
+from lakehouse.core import events as contract
+from lakehouse.core.config import load_settings
+from lakehouse.core.spark import get_spark
 from lakehouse.quality.suites import EventTimeBounds, silver_events_suite
 from lakehouse.quality.validate import validate_dataframe
-from lakehouse.spark import get_spark
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 BOUNDS = EventTimeBounds(START - timedelta(days=1), START + timedelta(days=2))

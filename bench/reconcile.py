@@ -28,10 +28,10 @@ from typing import Any
 
 from bench.report import save_results
 from bench.synthetic import event_type, page, purchase_amount
-from lakehouse.config import Settings, load_settings
-from lakehouse.spark import get_spark
-from lakehouse.tables import table
-from lakehouse.views import VIEWS
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.spark import get_spark
+from lakehouse.core.tables import table
+from lakehouse.transforms.views import VIEWS
 
 LATE_EVERY = 50  # one event in 50 is late
 SAMPLE = 50
@@ -82,7 +82,7 @@ def build(spark: Any, settings: Settings, events: int, days: int, users: int) ->
     """The batch, speed and late tables and the run/progress rows; rows per table."""
     from pyspark.sql import functions as F
 
-    from lakehouse.batch import RUNS_SCHEMA
+    from lakehouse.batch.recompute import RUNS_SCHEMA
 
     end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     start = end - timedelta(days=days)

@@ -27,13 +27,13 @@ from bench.floors import deduplicated_seconds, parse_only_seconds
 from bench.report import save_results
 from bench.speed_layer import bench_settings, load_topic
 from jobs.replay import run_replay
-from lakehouse.batch import Interval, recompute_interval
-from lakehouse.config import Settings
-from lakehouse.delta_io import table_exists
-from lakehouse.kafka_io import ensure_topic
-from lakehouse.replay import ReplayStart, plan_replay
-from lakehouse.spark import get_spark
-from lakehouse.tables import table
+from lakehouse.batch.recompute import Interval, recompute_interval
+from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import table_exists
+from lakehouse.core.kafka_io import ensure_topic
+from lakehouse.core.spark import get_spark
+from lakehouse.core.tables import table
+from lakehouse.replay.plan import ReplayStart, plan_replay
 from lakehouse.transforms.bronze import to_raw_records
 
 

@@ -21,8 +21,8 @@ from typing import Any
 from bench.replay import timed_replay
 from bench.report import save_results
 from bench.speed_layer import bench_settings, load_topic
-from lakehouse.kafka_io import ensure_topic
-from lakehouse.spark import get_spark
+from lakehouse.core.kafka_io import ensure_topic
+from lakehouse.core.spark import get_spark
 
 
 def jvm_counters(spark: Any) -> dict[str, float]:

@@ -30,8 +30,8 @@ from urllib.parse import unquote
 from bench.report import save_results
 from bench.speed_layer import bench_settings
 from bench.synthetic import event_json, event_type, page
-from lakehouse.speed_batch import MicroBatchProcessor, SpeedOutputs
-from lakehouse.views import VIEWS
+from lakehouse.speed.micro_batch import MicroBatchProcessor, SpeedOutputs
+from lakehouse.transforms.views import VIEWS
 
 OUT = SpeedOutputs.live()
 WARM_UP_BATCHES = 10
@@ -73,7 +73,7 @@ def kafka_batch(spark: Any, index: int, events: int, start: datetime, minutes: f
 
 
 def run(batches: int, events: int, minutes: float, storage: str) -> dict[str, Any]:
-    from lakehouse.spark import get_spark
+    from lakehouse.core.spark import get_spark
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     settings = bench_settings(storage, "bench-aging", f"aging-{stamp}")

@@ -39,10 +39,10 @@ from typing import Any
 from bench.floors import deduplicated_events, deduplicated_seconds
 from bench.report import save_results
 from bench.synthetic import event_json, event_type, page
-from lakehouse.config import Settings, load_settings
-from lakehouse.kafka_io import ensure_topic
-from lakehouse.spark import get_spark
-from lakehouse.speed_batch import SpeedOutputs
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.kafka_io import ensure_topic
+from lakehouse.core.spark import get_spark
+from lakehouse.speed.micro_batch import SpeedOutputs
 
 OUT = SpeedOutputs.live()
 
@@ -102,7 +102,7 @@ def drain_rate(
 ) -> float:
     """Events/s of a stream over the whole topic (availableNow, the speed layer's batch size)
     that counts each micro-batch, runs `per_batch` on it if given, and does nothing else."""
-    from lakehouse.delta_io import read_kafka_stream
+    from lakehouse.core.delta_io import read_kafka_stream
 
     counted = [0]
 
@@ -238,7 +238,7 @@ def sustained(
     import pandas as pd
 
     from jobs.speed_layer import start_query
-    from lakehouse.generator import GeneratorConfig, produce
+    from lakehouse.generator.clickstream import GeneratorConfig, produce
 
     ensure_topic(settings)
     query = start_query(spark, settings, OUT, available_now=False)

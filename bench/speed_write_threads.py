@@ -32,8 +32,8 @@ from typing import Any
 from bench.report import save_results
 from bench.speed_aging import OUT, kafka_batch
 from bench.speed_layer import bench_settings
-from lakehouse.spark import DELTA_LOG_TASKS
-from lakehouse.speed_batch import MicroBatchProcessor
+from lakehouse.core.spark import DELTA_LOG_TASKS
+from lakehouse.speed.micro_batch import MicroBatchProcessor
 
 WARM_UP_BATCHES = 5
 
@@ -48,7 +48,7 @@ class Variant:
 def run(
     batches: int, events: int, variants: list[Variant], stamp: str, minutes: float, backlog: bool
 ) -> dict[str, Any]:
-    from lakehouse.spark import get_spark
+    from lakehouse.core.spark import get_spark
 
     processors: list[MicroBatchProcessor] = []
     seconds: list[list[float]] = []

@@ -81,10 +81,10 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
 def batch_layer() -> None:
     @task(outlets=ASSETS, execution_timeout=timedelta(hours=2))
     def recompute() -> dict[str, Any]:
+        from dags.support.job_runner import run_job
+        from dags.support.run_params import checked_params
         from jobs.batch_layer import EXIT_BAD_INTERVAL, EXIT_NO_DATA, RESULT_PREFIX
-        from lakehouse.config import get_settings
-        from lakehouse.job_runner import run_job
-        from lakehouse.run_params import checked_params
+        from lakehouse.core.config import get_settings
 
         context = get_current_context()
         mode = checked_params(context).get("mode") or get_settings().mode

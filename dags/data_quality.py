@@ -14,8 +14,8 @@ from airflow.sdk.exceptions import AirflowFailException
 
 log = logging.getLogger("tributary.dags.data_quality")
 
-# lakehouse.views.VIEWS and jobs.quality.LAYERS; not imported, as DAG files import lakehouse
-# and jobs only in tasks.
+# lakehouse.transforms.views.VIEWS and jobs.quality.LAYERS; not imported, as DAG files import
+# lakehouse and jobs only in tasks.
 VIEWS = ["event_counts_1m", "active_users_10m", "user_sessions"]
 LAYERS = ["all", "bronze", "silver", "quarantine", "speed", "batch"]
 # The batch_layer DAG's outlets. `|`: any of them is enough (the batch run updates the three
@@ -86,6 +86,8 @@ site listing every run (open the file in a browser; default `<state>/dq/data_doc
 def data_quality() -> None:
     @task(execution_timeout=timedelta(hours=1))
     def validate() -> dict[str, Any]:
+        from dags.support.job_runner import run_job
+        from dags.support.run_params import checked_params
         from jobs.quality import (
             BROKEN_PREFIX,
             DOCS_PREFIX,
@@ -93,8 +95,6 @@ def data_quality() -> None:
             EXIT_FAILED,
             RESULT_PREFIX,
         )
-        from lakehouse.job_runner import run_job
-        from lakehouse.run_params import checked_params
 
         context = get_current_context()
         checked_params(context)
@@ -149,7 +149,7 @@ def _recomputed_range(context: Any) -> tuple[str, str] | None:
     ]
     if not intervals:
         return None
-    from lakehouse.times import parse_iso
+    from lakehouse.core.times import parse_iso
 
     return (
         min((s for s, _ in intervals), key=parse_iso),

@@ -76,7 +76,7 @@ def generate_events() -> None:
 
         # kafka-python narrates every connection at INFO; keep the summary readable.
         logging.getLogger("kafka").setLevel(logging.WARNING)
-        from lakehouse.run_params import checked_params
+        from dags.support.run_params import checked_params
 
         params = checked_params(get_current_context())
         count, rate = int(params["count"]), float(params["rate"])

@@ -128,10 +128,10 @@ Each version written is announced on the `replay.versions` asset, which triggers
 def kappa_replay() -> None:
     @task(execution_timeout=timedelta(hours=6))
     def replay() -> dict[str, Any]:
+        from dags.support.job_runner import run_job
+        from dags.support.run_params import checked_params
         from jobs.replay import EXIT_BAD_REQUEST, EXIT_NOT_SERVED, RESULT_PREFIX
-        from lakehouse.config import get_settings
-        from lakehouse.job_runner import run_job
-        from lakehouse.run_params import checked_params
+        from lakehouse.core.config import get_settings
 
         context = get_current_context()
         params = checked_params(context)
@@ -157,8 +157,8 @@ def kappa_replay() -> None:
 
     @task(execution_timeout=timedelta(hours=1))
     def promote(replayed: dict[str, Any]) -> str:
+        from dags.support.job_runner import run_job
         from jobs.versions import EXIT_REFUSED
-        from lakehouse.job_runner import run_job
 
         if replayed["dry_run"]:
             _skip("dry run: nothing to promote")

@@ -41,8 +41,8 @@ views.
 def maintenance() -> None:
     @task(execution_timeout=timedelta(hours=2))
     def compact_and_vacuum() -> dict[str, Any]:
+        from dags.support.job_runner import run_job
         from jobs.maintenance import RESULT_PREFIX
-        from lakehouse.job_runner import run_job
 
         outcome = run_job("jobs.maintenance", [], on_line=log.info)
         return outcome.summary("jobs.maintenance", RESULT_PREFIX)

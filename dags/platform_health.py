@@ -25,7 +25,7 @@ whether the services Tributary depends on can be used from Airflow's workers:
   writes and deletes a marker file; on S3/MinIO it checks that the bucket exists.
 
 Each task logs one line (also its XCom return value) describing what it found, and fails with
-a message saying what to fix. The checks live in `lakehouse.health`; this file only schedules
+a message saying what to fix. The checks live in `lakehouse.ops.health`; this file only schedules
 them. Configuration comes from the worker's environment (`TRIBUTARY_PROFILE`, `config/`).
 """
 
@@ -41,8 +41,8 @@ them. Configuration comes from the worker's environment (`TRIBUTARY_PROFILE`, `c
 def platform_health() -> None:
     @task(execution_timeout=CHECK_TIMEOUT)
     def check_kafka() -> str:
-        from lakehouse import health
-        from lakehouse.config import get_settings
+        from lakehouse.core.config import get_settings
+        from lakehouse.ops import health
 
         line = health.check_kafka(get_settings())
         log.info("%s", line)
@@ -50,8 +50,8 @@ def platform_health() -> None:
 
     @task(execution_timeout=CHECK_TIMEOUT)
     def check_storage() -> str:
-        from lakehouse import health
-        from lakehouse.config import get_settings
+        from lakehouse.core.config import get_settings
+        from lakehouse.ops import health
 
         line = health.check_storage(get_settings())
         log.info("%s", line)

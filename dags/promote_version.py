@@ -54,9 +54,9 @@ serves it if the gate passes (or with *Force*).
 def promote_version() -> None:
     @task(execution_timeout=timedelta(hours=1))
     def promote() -> str:
+        from dags.support.job_runner import run_job
+        from dags.support.run_params import checked_params
         from jobs.versions import EXIT_REFUSED
-        from lakehouse.job_runner import run_job
-        from lakehouse.run_params import checked_params
 
         params = checked_params(get_current_context())
         args = ["promote", params["version"]] + (["--force"] if params["force"] else [])

@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 log = logging.getLogger("tributary.dags.reconcile")
 
-# lakehouse.views.VIEWS and lakehouse.reconcile NAMED_SOURCES; not imported, as DAG files
+# lakehouse.transforms.views.VIEWS and lakehouse.reconcile NAMED_SOURCES; not imported, as DAG files
 # import lakehouse only in tasks.
 VIEWS = ["event_counts_1m", "active_users_10m", "user_sessions"]
 SOURCES = ["batch", "speed", "replay:v1"]
@@ -101,6 +101,8 @@ counts are exact by default); the message gives the count and the first windows.
 def reconcile() -> None:
     @task(execution_timeout=timedelta(hours=1))
     def compare() -> dict[str, Any]:
+        from dags.support.job_runner import run_job
+        from dags.support.run_params import checked_params
         from jobs.reconcile import (
             EXIT_BAD_ARGUMENTS,
             EXIT_GATE_FAILED,
@@ -108,8 +110,6 @@ def reconcile() -> None:
             REPORT_PREFIX,
             RESULT_PREFIX,
         )
-        from lakehouse.job_runner import run_job
-        from lakehouse.run_params import checked_params
 
         context = get_current_context()
         checked_params(context)

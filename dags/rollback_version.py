@@ -32,8 +32,8 @@ deleted; promote again to undo. Fails with the reason when nothing was ever prom
 def rollback_version() -> None:
     @task(execution_timeout=timedelta(minutes=30))
     def rollback() -> None:
+        from dags.support.job_runner import run_job
         from jobs.versions import EXIT_REFUSED
-        from lakehouse.job_runner import run_job
 
         outcome = run_job("jobs.versions", ["rollback"], on_line=log.info)
         if outcome.returncode == EXIT_REFUSED:

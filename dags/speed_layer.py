@@ -12,7 +12,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 # Airflow imports DAG files under mangled module names; give the log a readable one.
 log = logging.getLogger("tributary.dags.speed_layer")
 
-# lakehouse.supervisor.ACTIONS; not imported, as DAG files import lakehouse only in tasks.
+# lakehouse.speed.supervisor.ACTIONS; not imported, as DAG files import lakehouse only in tasks.
 ACTIONS = ["ensure", "start", "stop", "restart"]
 
 DOC = """
@@ -83,9 +83,9 @@ def speed_layer() -> None:
     # Seconds to minutes, never the stream's lifetime: the stream runs outside Airflow.
     @task(execution_timeout=timedelta(minutes=5))
     def supervise() -> dict[str, Any]:
-        from lakehouse.config import get_settings
-        from lakehouse.run_params import checked_params
-        from lakehouse.supervisor import SpeedLayerSupervisor, SupervisorError
+        from dags.support.run_params import checked_params
+        from lakehouse.core.config import get_settings
+        from lakehouse.speed.supervisor import SpeedLayerSupervisor, SupervisorError
 
         action = checked_params(get_current_context())["action"]
         try:
@@ -97,8 +97,8 @@ def speed_layer() -> None:
 
     @task(execution_timeout=timedelta(minutes=10))
     def check_health(done: dict[str, Any]) -> dict[str, Any]:
-        from lakehouse.config import get_settings
-        from lakehouse.supervisor import (
+        from lakehouse.core.config import get_settings
+        from lakehouse.speed.supervisor import (
             FIRST_BATCH_TIMEOUT_SECONDS,
             SpeedLayerSupervisor,
             SupervisorError,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lakehouse.paths import (
+from lakehouse.core.paths import (
     KAFKA_POM,
     REPO_ROOT,
     SPARK_POM,
@@ -34,7 +34,7 @@ from lakehouse.paths import (
     kafka_jars_dir,
     spark_jars_dir,
 )
-from lakehouse.secrets import ensure_secrets
+from lakehouse.core.secrets import ensure_secrets
 
 INFRA = REPO_ROOT / "infra"
 LOCKFILE = INFRA / "python" / "requirements.lock"

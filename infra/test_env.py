@@ -18,8 +18,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from lakehouse.paths import STATE_ENV, cache_dir
-from lakehouse.secrets import ensure_secrets
+from lakehouse.core.paths import STATE_ENV, cache_dir
+from lakehouse.core.secrets import ensure_secrets
 
 # Each the default (config/base.yaml, services) plus 10000.
 TEST_PORTS = {

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NoReturn
 
-from lakehouse.times import TimeRangeError, parse_iso
+from lakehouse.core.times import TimeRangeError, parse_iso
 
 
 class OneLineParser(argparse.ArgumentParser):

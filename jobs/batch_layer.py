@@ -19,12 +19,12 @@ import sys
 from datetime import UTC, datetime
 
 from jobs.arguments import OneLineParser, iso_moment
-from lakehouse.batch import Interval, IntervalError, NoDataError, recompute_interval
-from lakehouse.config import ConfigError, get_settings
-from lakehouse.spark import SparkSetupError, get_spark
-from lakehouse.storage import StorageError, ensure_bucket
-from lakehouse.tables import BATCH
-from lakehouse.writer_lock import WriterBusyError, exclusive_writer
+from lakehouse.batch.recompute import Interval, IntervalError, NoDataError, recompute_interval
+from lakehouse.core.config import ConfigError, get_settings
+from lakehouse.core.locks import WriterBusyError, exclusive_writer
+from lakehouse.core.spark import SparkSetupError, get_spark
+from lakehouse.core.storage import StorageError, ensure_bucket
+from lakehouse.core.tables import BATCH
 
 EXIT_CANNOT_RUN, EXIT_BAD_INTERVAL, EXIT_NO_DATA = 1, 2, 3
 RESULT_PREFIX = "batch result: "

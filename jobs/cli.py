@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, cast
 
 from jobs import reconcile as job
 from jobs.arguments import OneLineParser, iso_moment, positive_int
-from lakehouse.config import ConfigError, Settings, get_settings
-from lakehouse.spark import SparkSetupError, get_spark
-from lakehouse.storage import StorageError, check_bucket
-from lakehouse.tables import RECONCILE
-from lakehouse.views import VIEWS
-from lakehouse.writer_lock import WriterBusyError, exclusive_writer
+from lakehouse.core.config import ConfigError, Settings, get_settings
+from lakehouse.core.locks import WriterBusyError, exclusive_writer
+from lakehouse.core.spark import SparkSetupError, get_spark
+from lakehouse.core.storage import StorageError, check_bucket
+from lakehouse.core.tables import RECONCILE
+from lakehouse.transforms.views import VIEWS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,7 +61,7 @@ def start_spark(name: str, settings: Settings) -> SparkSession:
 
 
 def query(args: argparse.Namespace) -> int:
-    from lakehouse.serving import NoServingDataError, serve
+    from lakehouse.serving.serve import NoServingDataError, serve
 
     if args.start and args.end and args.start >= args.end:
         print(
@@ -98,7 +98,7 @@ def sql(args: argparse.Namespace) -> int:
     """Spark SQL over the serving views, registered as `serving_<view>`. Read-only."""
     from pyspark.errors import PySparkException
 
-    from lakehouse.serving import register_serving_views
+    from lakehouse.serving.serve import register_serving_views
 
     refused = (
         "tributary sql: a read-only command: it runs queries and descriptions (starting "

@@ -20,17 +20,17 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from jobs.arguments import OneLineParser
-from lakehouse.config import DEFAULT_PROFILE, PROFILE_ENV, ConfigError, Settings, get_settings
-from lakehouse.delta_io import table_exists
-from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
-from lakehouse.kafka_io import KafkaUnavailableError, ensure_topic
-from lakehouse.kafka_offsets import end_offsets
-from lakehouse.paths import state_dir
-from lakehouse.secrets import secrets_file
-from lakehouse.spark import SparkSetupError, get_spark
-from lakehouse.speed_batch import SpeedOutputs
-from lakehouse.storage import StorageError, ensure_bucket
-from lakehouse.writer_lock import WriterBusyError, exclusive_writer
+from lakehouse.core.config import DEFAULT_PROFILE, PROFILE_ENV, ConfigError, Settings, get_settings
+from lakehouse.core.delta_io import table_exists
+from lakehouse.core.kafka_io import KafkaUnavailableError, ensure_topic
+from lakehouse.core.kafka_offsets import end_offsets
+from lakehouse.core.locks import WriterBusyError, exclusive_writer
+from lakehouse.core.paths import state_dir
+from lakehouse.core.secrets import secrets_file
+from lakehouse.core.spark import SparkSetupError, get_spark
+from lakehouse.core.storage import StorageError, ensure_bucket
+from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.speed.micro_batch import SpeedOutputs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -150,9 +150,9 @@ def report(spark: SparkSession, settings: Settings) -> dict[str, int]:
 
 def batch_and_serve(spark: SparkSession, settings: Settings) -> None:
     """Recompute the last closed hour in the batch layer, then show the serving layer's seam."""
-    from lakehouse.batch import Interval, NoDataError, recompute_interval
-    from lakehouse.serving import serve
-    from lakehouse.tables import BATCH
+    from lakehouse.batch.recompute import Interval, NoDataError, recompute_interval
+    from lakehouse.core.tables import BATCH
+    from lakehouse.serving.serve import serve
 
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     interval = Interval(hour - timedelta(hours=1), hour)

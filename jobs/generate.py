@@ -26,8 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from jobs.arguments import OneLineParser, fraction, positive_float, positive_int
-from lakehouse.config import ConfigError, Settings, get_settings
-from lakehouse.generator import (
+from lakehouse.core.config import ConfigError, Settings, get_settings
+from lakehouse.core.kafka_io import KafkaUnavailableError
+from lakehouse.core.paths import state_dir
+from lakehouse.core.times import TimeRangeError, parse_iso
+from lakehouse.generator.clickstream import (
     ANOMALY_KINDS,
     ANOMALY_PRESETS,
     GeneratorConfig,
@@ -35,9 +38,6 @@ from lakehouse.generator import (
     ledger_problem,
     produce,
 )
-from lakehouse.kafka_io import KafkaUnavailableError
-from lakehouse.paths import state_dir
-from lakehouse.times import TimeRangeError, parse_iso
 
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

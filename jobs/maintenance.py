@@ -1,4 +1,4 @@
-"""Compact and vacuum the tables no stream looks after (lakehouse/maintenance.py).
+"""Compact and vacuum the tables no stream looks after (lakehouse/ops/maintenance.py).
 
     python -m jobs.maintenance             # every bookkeeping table and replay version
     python -m jobs.maintenance --list      # which tables, by writer; change nothing
@@ -20,10 +20,10 @@ import sys
 import time
 
 from jobs.arguments import OneLineParser
-from lakehouse.config import ConfigError, get_settings
-from lakehouse.maintenance import maintain, tables_to_maintain
-from lakehouse.spark import SparkSetupError, get_spark
-from lakehouse.storage import StorageError, ensure_bucket
+from lakehouse.core.config import ConfigError, get_settings
+from lakehouse.core.spark import SparkSetupError, get_spark
+from lakehouse.core.storage import StorageError, ensure_bucket
+from lakehouse.ops.maintenance import maintain, tables_to_maintain
 
 EXIT_CANNOT_RUN = 1
 RESULT_PREFIX = "maintenance result: "

@@ -45,13 +45,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.arguments import OneLineParser, iso_moment
-from lakehouse.config import ConfigError, Settings, get_settings
-from lakehouse.spark import SparkSetupError, get_spark
-from lakehouse.storage import StorageError, ensure_bucket
-from lakehouse.tables import QUALITY
-from lakehouse.times import EPOCH
-from lakehouse.views import VIEWS
-from lakehouse.writer_lock import WriterBusyError, exclusive_writer
+from lakehouse.core.config import ConfigError, Settings, get_settings
+from lakehouse.core.locks import WriterBusyError, exclusive_writer
+from lakehouse.core.spark import SparkSetupError, get_spark
+from lakehouse.core.storage import StorageError, ensure_bucket
+from lakehouse.core.tables import QUALITY
+from lakehouse.core.times import EPOCH
+from lakehouse.transforms.views import VIEWS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -200,10 +200,10 @@ def validate_one(
     """Validate `name`'s latest snapshot within the range; None when it does not exist yet."""
     from pyspark.sql import functions as F
 
-    from lakehouse.delta_io import read_table_at, table_version
+    from lakehouse.core.delta_io import read_table_at, table_version
+    from lakehouse.core.tables import table
     from lakehouse.quality.suites import suite_for
     from lakehouse.quality.validate import quarantine_rows, validate_dataframe
-    from lakehouse.tables import table
 
     target = table(name)
     version = table_version(spark, target, settings)
@@ -259,8 +259,8 @@ def record(spark: SparkSession, settings: Settings, outcome: Outcome, checked_at
 
     from pyspark.sql import functions as F
 
-    from lakehouse.delta_io import append_once, read_table, small_frame
-    from lakehouse.tables import table
+    from lakehouse.core.delta_io import append_once, read_table, small_frame
+    from lakehouse.core.tables import table
 
     quarantine, runs = table("dq.quality_quarantine"), table("dq.quality_runs")
     app_id = f"{QUALITY}:{outcome.request.run_id}"

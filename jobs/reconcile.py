@@ -30,12 +30,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from jobs.arguments import OneLineParser, iso_moment
-from lakehouse.config import ConfigError, Settings, get_settings
-from lakehouse.spark import SparkSetupError, get_spark
-from lakehouse.storage import StorageError, ensure_bucket
-from lakehouse.tables import RECONCILE
-from lakehouse.views import VIEWS
-from lakehouse.writer_lock import WriterBusyError, exclusive_writer
+from lakehouse.core.config import ConfigError, Settings, get_settings
+from lakehouse.core.locks import WriterBusyError, exclusive_writer
+from lakehouse.core.spark import SparkSetupError, get_spark
+from lakehouse.core.storage import StorageError, ensure_bucket
+from lakehouse.core.tables import RECONCILE
+from lakehouse.transforms.views import VIEWS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -151,7 +151,7 @@ def check_replay_sides(spark: SparkSession, settings: Settings, request: Request
     """A replay:<version> side must name a version that holds tables: the comparison would
     otherwise find no table and compare nothing, which is not a passed gate."""
     from lakehouse.reconcile.sources import REPLAY_PREFIX
-    from lakehouse.versions import list_versions
+    from lakehouse.replay.versions import list_versions
 
     sides = (request.left, request.right)
     wanted = [s[len(REPLAY_PREFIX) :] for s in sides if s.startswith(REPLAY_PREFIX)]

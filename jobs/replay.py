@@ -43,11 +43,15 @@ from typing import TYPE_CHECKING
 
 from jobs.arguments import OneLineParser, iso_moment
 from jobs.speed_layer import QueryFailedError, StopRequest, start_query
-from lakehouse.config import ConfigError, Settings, get_settings
-from lakehouse.kafka_io import KafkaUnavailableError, check_broker
-from lakehouse.kafka_offsets import UnknownTopicError
-from lakehouse.paths import state_dir
-from lakehouse.replay import (
+from lakehouse.core.config import ConfigError, Settings, get_settings
+from lakehouse.core.kafka_io import KafkaUnavailableError, check_broker
+from lakehouse.core.kafka_offsets import UnknownTopicError
+from lakehouse.core.locks import WriterBusyError, exclusive_writer
+from lakehouse.core.paths import state_dir
+from lakehouse.core.spark import SparkSetupError, get_spark
+from lakehouse.core.storage import StorageError, ensure_bucket
+from lakehouse.core.tables import REPLAY
+from lakehouse.replay.plan import (
     ReplayPlan,
     ReplayRequestError,
     ReplayStart,
@@ -57,17 +61,13 @@ from lakehouse.replay import (
     plan_replay,
     records_done,
 )
-from lakehouse.spark import SparkSetupError, get_spark
-from lakehouse.speed_batch import SpeedOutputs
-from lakehouse.storage import StorageError, ensure_bucket
-from lakehouse.tables import REPLAY
-from lakehouse.writer_lock import WriterBusyError, exclusive_writer
+from lakehouse.speed.micro_batch import SpeedOutputs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from lakehouse.versions import VersionInfo
+    from lakehouse.replay.versions import VersionInfo
 
 EXIT_CANNOT_RUN, EXIT_BAD_REQUEST, EXIT_FAILED, EXIT_NOT_SERVED = 1, 2, 3, 4
 RESULT_PREFIX = "replay result: "
@@ -182,7 +182,7 @@ def continue_log(
 ) -> int:
     """Extend `extend`; or, with None (the scheduled run), the active version, or the whole
     log into the next version when none is active yet."""
-    from lakehouse.versions import LIVE, active_version, next_version
+    from lakehouse.replay.versions import LIVE, active_version, next_version
 
     if settings.storage.on_s3:
         ensure_bucket(settings)
@@ -222,7 +222,7 @@ def continue_log(
 
 
 def extendable(spark: SparkSession, settings: Settings, version: str) -> VersionInfo:
-    from lakehouse.versions import list_versions
+    from lakehouse.replay.versions import list_versions
 
     found = {v.version: v for v in list_versions(spark, settings)}
     info = found.get(version)
@@ -246,7 +246,7 @@ def _dry_run(plan: ReplayPlan, version: str | None) -> None:
 
 
 def _version_to_write(spark: SparkSession, settings: Settings, asked: str | None) -> str:
-    from lakehouse.versions import list_versions, next_version
+    from lakehouse.replay.versions import list_versions, next_version
 
     if asked is None:
         return next_version(spark, settings)
@@ -269,7 +269,7 @@ def run_replay(
 ) -> int:
     """Replay `plan` into `version` (resuming it if it was interrupted); an exit status.
     `extension` n > 0: the plan continues the caught-up `version`, for the n-th time."""
-    from lakehouse.versions import pinned_table_versions, record_version_event
+    from lakehouse.replay.versions import pinned_table_versions, record_version_event
 
     outputs = SpeedOutputs.replay(version)
     if extension:
@@ -330,7 +330,7 @@ def run_replay(
     active, served = verdict is not None, verdict is not None and verdict.passed
     unserved = None
     if active and not served:
-        from lakehouse.versions import pinned_since, pointer_history, unserved_note
+        from lakehouse.replay.versions import pinned_since, pointer_history, unserved_note
 
         since = pinned_since(pointer_history(spark, settings), version)
         unserved = unserved_note(version, since, datetime.now(UTC))

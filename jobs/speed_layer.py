@@ -4,9 +4,9 @@
     python -m jobs.speed_layer --available-now  # process what the log holds now, then exit
 
 Reads the `events` topic from the earliest offset (the checkpoint remembers where it is) and
-hands every micro-batch to lakehouse.speed_batch. Stopping gracefully: Ctrl-C, SIGTERM, or create
-the stop file (default <state>/run/speed_layer.stop); the running batch finishes first, then
-the query stops. Whatever way it stops, a restart continues exactly where it left off.
+hands every micro-batch to lakehouse.speed.micro_batch. Stopping gracefully: Ctrl-C, SIGTERM,
+or create the stop file (default <state>/run/speed_layer.stop); the running batch finishes
+first, then the query stops. Whatever way it stops, a restart continues exactly where it left off.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from jobs.arguments import OneLineParser
-from lakehouse.config import ConfigError, Settings, get_settings
-from lakehouse.delta_io import read_kafka_stream
-from lakehouse.kafka_io import KafkaUnavailableError, ensure_topic
-from lakehouse.kafka_offsets import end_offsets
-from lakehouse.paths import speed_layer_stop_file
-from lakehouse.spark import SparkSetupError, get_spark
-from lakehouse.speed_batch import KeptVersions, MicroBatchProcessor, SpeedOutputs
-from lakehouse.storage import StorageError, ensure_bucket
-from lakehouse.writer_lock import WriterBusyError, exclusive_writer
+from lakehouse.core.config import ConfigError, Settings, get_settings
+from lakehouse.core.delta_io import read_kafka_stream
+from lakehouse.core.kafka_io import KafkaUnavailableError, ensure_topic
+from lakehouse.core.kafka_offsets import end_offsets
+from lakehouse.core.locks import WriterBusyError, exclusive_writer
+from lakehouse.core.paths import speed_layer_stop_file
+from lakehouse.core.spark import SparkSetupError, get_spark
+from lakehouse.core.storage import StorageError, ensure_bucket
+from lakehouse.speed.micro_batch import KeptVersions, MicroBatchProcessor, SpeedOutputs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -29,12 +29,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from jobs.arguments import OneLineParser
-from lakehouse.config import ConfigError, Settings, get_settings
-from lakehouse.replay import ReplayRequestError, check_version_name
-from lakehouse.spark import SparkSetupError, get_spark
-from lakehouse.storage import StorageError, ensure_bucket
-from lakehouse.tables import VERSIONS
-from lakehouse.versions import (
+from lakehouse.core.config import ConfigError, Settings, get_settings
+from lakehouse.core.locks import WriterBusyError, exclusive_writer
+from lakehouse.core.spark import SparkSetupError, get_spark
+from lakehouse.core.storage import StorageError, ensure_bucket
+from lakehouse.core.tables import VERSIONS
+from lakehouse.replay.plan import ReplayRequestError, check_version_name
+from lakehouse.replay.versions import (
     LIVE,
     VersionError,
     VersionInfo,
@@ -48,7 +49,6 @@ from lakehouse.versions import (
     table_versions,
     unserved_note,
 )
-from lakehouse.writer_lock import WriterBusyError, exclusive_writer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,7 +65,7 @@ def promotion_gate(spark: SparkSession, settings: Settings, version: str) -> Gat
     from lakehouse.reconcile.gate import GateVerdict, gate
     from lakehouse.reconcile.run import reconcile
     from lakehouse.reconcile.sources import batch_source, speed_source, stream_source
-    from lakehouse.views import VIEWS
+    from lakehouse.transforms.views import VIEWS
 
     replay = stream_source(outputs_of(version), f"replay_{version}")
     pairs = [(replay, speed_source())]

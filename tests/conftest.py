@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from infra import test_env
-from infra.services.process import http_ok, port_open
-from lakehouse.config import Settings, load_settings
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.processes import http_ok, port_open
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -99,7 +99,7 @@ def spark(minio_settings: Settings) -> Iterator[SparkSession]:
     """One SparkSession for the whole run, from the one factory. It is configured for MinIO
     too (no connection is made until a test uses an s3a:// path, and those tests also ask for
     `minio_up`), so unit tests on tiny DataFrames need no service."""
-    from lakehouse.spark import get_spark
+    from lakehouse.core.spark import get_spark
 
     session = get_spark("tests", minio_settings, overrides={"spark.sql.shuffle.partitions": "2"})
     yield session
@@ -124,8 +124,8 @@ def run_leftovers_deleted_at_end(minio_settings: Settings) -> Iterator[None]:
     """Topics and the bucket keep what they hold forever; this run's own Kafka topics and
     its prefix in the bucket are deleted when it ends, so repeated runs do not fill the disk."""
     yield
-    from lakehouse.kafka_io import delete_topics
-    from lakehouse.storage import delete_prefix
+    from lakehouse.core.kafka_io import delete_topics
+    from lakehouse.core.storage import delete_prefix
 
     if kafka_reachable(minio_settings):
         delete_topics(minio_settings, TOPIC_PREFIX)

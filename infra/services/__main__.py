@@ -21,9 +21,9 @@ from infra.services.airflow import Airflow, airflow_bin
 from infra.services.base import Context, Service
 from infra.services.kafka import Kafka
 from infra.services.minio import Minio
-from infra.services.process import ServiceError
-from lakehouse.config import ConfigError, get_settings
-from lakehouse.paths import state_dir
+from lakehouse.core.config import ConfigError, get_settings
+from lakehouse.core.paths import state_dir
+from lakehouse.core.processes import ServiceError
 
 ORDER: dict[str, Callable[[Context], Service]] = {
     "kafka": Kafka,

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 from infra.services.base import Service
-from infra.services.process import Proc, ServiceError, require_free_port, wait_until
-from lakehouse import secrets
-from lakehouse.paths import REPO_ROOT
+from lakehouse.core import secrets
+from lakehouse.core.paths import REPO_ROOT
+from lakehouse.core.processes import Proc, ServiceError, require_free_port, wait_until
 
 COMPONENTS = {
     "airflow-api-server": ["api-server"],

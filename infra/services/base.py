@@ -6,8 +6,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.services.process import Proc
-from lakehouse.config import Settings
+from lakehouse.core.config import Settings
+from lakehouse.core.processes import Proc
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import uuid
 
 from infra.bootstrap import java_home
 from infra.services.base import Service
-from infra.services.process import Proc, ServiceError, port_open, require_free_port, wait_until
-from lakehouse.paths import REPO_ROOT, kafka_jars_dir
+from lakehouse.core.paths import REPO_ROOT, kafka_jars_dir
+from lakehouse.core.processes import Proc, ServiceError, port_open, require_free_port, wait_until
 
 TEMPLATE = REPO_ROOT / "infra" / "kafka" / "server.properties"
 LOG4J = REPO_ROOT / "infra" / "kafka" / "log4j2.properties"

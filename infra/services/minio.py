@@ -6,9 +6,9 @@ import os
 
 from infra.bootstrap import minio_binary
 from infra.services.base import Service
-from infra.services.process import Proc, ServiceError, http_ok, require_free_port, wait_until
-from lakehouse import secrets
-from lakehouse.storage import ensure_bucket
+from lakehouse.core import secrets
+from lakehouse.core.processes import Proc, ServiceError, http_ok, require_free_port, wait_until
+from lakehouse.core.storage import ensure_bucket
 
 
 class Minio(Service):

@@ -30,8 +30,8 @@ from great_expectations.expectations.row_conditions import (
     Operator,
 )
 
-from lakehouse import events as contract
-from lakehouse.views import view
+from lakehouse.core import events as contract
+from lakehouse.transforms.views import view
 
 
 class Action(StrEnum):

@@ -20,7 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.paths import state_dir
+from lakehouse.core.paths import state_dir
 from lakehouse.quality.suites import (
     Action,
     Check,
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from great_expectations.expectations import UnexpectedRowsExpectation
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -347,8 +347,8 @@ def validate_table(
     """Validate a registry table's Delta snapshot (the latest, or `version`) with its suite.
 
     Reading a snapshot never disturbs the table's one writer (one writer per table set)."""
-    from lakehouse.delta_io import read_table, read_table_at
-    from lakehouse.tables import table
+    from lakehouse.core.delta_io import read_table, read_table_at
+    from lakehouse.core.tables import table
 
     target = table(table_name)
     df = (

@@ -30,8 +30,8 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from lakehouse.transforms.views import View
 from lakehouse.transforms.windows import SESSION_GAP_SECONDS
-from lakehouse.views import View
 
 EQUAL, EXPLAINED, UNEXPLAINED, OPEN = "equal", "explained", "unexplained", "open"
 STATUSES = (EQUAL, EXPLAINED, UNEXPLAINED, OPEN)

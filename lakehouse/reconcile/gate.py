@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
     from lakehouse.reconcile.run import Reconciliation, ViewComparison
 
 FIRST_WINDOWS = 5  # windows named in a failure message
@@ -77,8 +77,8 @@ def recorded_gate(
     """The gate of a run recorded in dq.reconciliation_runs (what a promotion step checks)."""
     from pyspark.sql import functions as F
 
-    from lakehouse.delta_io import read_table, table_exists
-    from lakehouse.tables import table
+    from lakehouse.core.delta_io import read_table, table_exists
+    from lakehouse.core.tables import table
 
     runs = table("dq.reconciliation_runs")
     if not table_exists(spark, runs, settings):

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakehouse.paths import state_dir
+from lakehouse.core.paths import state_dir
 from lakehouse.reconcile.gate import GateVerdict
 from lakehouse.reconcile.records import write_records
 from lakehouse.reconcile.report import write_report
@@ -14,7 +14,7 @@ from lakehouse.reconcile.report import write_report
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
     from lakehouse.reconcile.run import Reconciliation
 
 

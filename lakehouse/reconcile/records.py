@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse.config import Settings
-from lakehouse.delta_io import overwrite_where, small_frame
+from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import overwrite_where, small_frame
+from lakehouse.core.tables import RECONCILE, table
 from lakehouse.reconcile.compare import OPEN
 from lakehouse.reconcile.gate import GateVerdict, describe_window
-from lakehouse.tables import RECONCILE, table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

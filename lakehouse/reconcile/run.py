@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from lakehouse.config import Settings
+from lakehouse.core.config import Settings
+from lakehouse.core.times import EPOCH, from_micros
 from lakehouse.reconcile.compare import (
     EQUAL,
     EXPLAINED,
@@ -26,9 +27,8 @@ from lakehouse.reconcile.compare import (
     rule_for,
 )
 from lakehouse.reconcile.sources import Side, Source, bound_to_common_log, load_sides
-from lakehouse.serving import merge_ranges
-from lakehouse.times import EPOCH, from_micros
-from lakehouse.views import View, view
+from lakehouse.serving.serve import merge_ranges
+from lakehouse.transforms.views import View, view
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Literal
 
 from pyspark.sql import functions as F
 
-from lakehouse.config import Settings
-from lakehouse.delta_io import read_table, read_table_at, table_exists
+from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import read_table, read_table_at, table_exists
+from lakehouse.core.tables import Table, table
+from lakehouse.core.times import EPOCH, from_micros, to_micros
 from lakehouse.reconcile.compare import ROWS_FROM, ROWS_TO, Missing, Range
-from lakehouse.serving import RunCoverage, coverage_of, merge_ranges
-from lakehouse.speed_batch import SpeedOutputs
-from lakehouse.tables import Table, table
-from lakehouse.times import EPOCH, from_micros, to_micros
-from lakehouse.views import VIEWS, View
+from lakehouse.serving.serve import RunCoverage, coverage_of, merge_ranges
+from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.transforms.views import VIEWS, View
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -87,7 +87,7 @@ REPLAY_PREFIX = "replay:"
 def named_source(name: str) -> Source:
     """`batch`, `speed` (the live speed layer) or `replay:<version>` (a replay's tables)."""
     if name.startswith(REPLAY_PREFIX):
-        from lakehouse.replay import ReplayRequestError, check_version_name
+        from lakehouse.replay.plan import ReplayRequestError, check_version_name
 
         version = name[len(REPLAY_PREFIX) :]
         try:

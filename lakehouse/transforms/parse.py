@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse.events import FIELDS
+from lakehouse.core.events import FIELDS
 
 
 def parse_events(raw: DataFrame) -> DataFrame:

@@ -1,4 +1,4 @@
-"""The event contract's rules (lakehouse.events) as DataFrame functions.
+"""The event contract's rules (lakehouse.core.events) as DataFrame functions.
 
 `validate_events` adds `reason_bits` (one bit per broken rule, 0 when the event is fine) and
 the typed columns; `accepted_events` and `quarantined_records` split on it, and the latter
@@ -16,10 +16,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType
 
-from lakehouse import events as contract
+from lakehouse.core import events as contract
 
 if TYPE_CHECKING:
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
 AMOUNT_TYPE = DecimalType(18, 2)  # exact sums: batch and speed must agree to the cent
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lakehouse.paths import REPO_ROOT
+from lakehouse.core.paths import REPO_ROOT
 
 DAGS_FOLDER = REPO_ROOT / "dags"
 

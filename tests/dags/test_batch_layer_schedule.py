@@ -51,7 +51,7 @@ def test_scheduled_runs_cover_consecutive_hours(batch_dag: Any) -> None:
 
 
 def test_the_recompute_task_publishes_an_asset_per_view(batch_dag: Any) -> None:
-    from lakehouse.views import VIEWS
+    from lakehouse.transforms.views import VIEWS
 
     outlets = batch_dag.get_task("recompute").outlets
     assert sorted(a.name for a in outlets) == sorted(f"batch.{v}" for v in VIEWS)

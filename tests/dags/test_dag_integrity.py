@@ -12,14 +12,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from lakehouse.paths import REPO_ROOT
+from lakehouse.core.paths import REPO_ROOT
 
 if TYPE_CHECKING:
     from airflow.dag_processing.dagbag import DagBag
 
 DAGS_FOLDER = REPO_ROOT / "dags"
-# Files starting with "_" are helpers, not DAGs.
-DAG_FILES = sorted(p for p in DAGS_FOLDER.rglob("*.py") if not p.name.startswith("_"))
+# Every .py file at the top of the folder is a DAG; their shared helpers are in dags/support/,
+# which .airflowignore keeps Airflow from parsing.
+DAG_FILES = sorted(DAGS_FOLDER.glob("*.py"))
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,11 @@ def dagbag(airflow_home: Path) -> DagBag:
 
 def test_dags_folder_is_not_empty() -> None:
     assert DAG_FILES, f"no DAG files in {DAGS_FOLDER}"
+
+
+def test_airflow_parses_the_dag_files_and_nothing_else(dagbag: DagBag) -> None:
+    parsed = sorted(Path(stat.file).name for stat in dagbag.dagbag_stats)
+    assert parsed == sorted(p.name for p in DAG_FILES), "dags/.airflowignore lists dags/support/"
 
 
 def test_no_import_errors(dagbag: DagBag) -> None:
@@ -56,7 +62,7 @@ def test_a_dag_with_parameters_refuses_names_it_does_not_declare(
     dagbag: DagBag, path: Path
 ) -> None:
     """Airflow keeps an unknown conf key as one more parameter: a misspelt one would be
-    ignored unless a task checks (lakehouse.run_params)."""
+    ignored unless a task checks (dags.support.run_params)."""
     [dag] = [d for d in dagbag.dags.values() if Path(d.fileloc) == path]
     if dag.params:
         assert "checked_params(" in path.read_text(), f"{path.name} never calls checked_params"

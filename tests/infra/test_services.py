@@ -14,8 +14,8 @@ import pytest
 from infra.services.base import Context
 from infra.services.kafka import Kafka
 from infra.services.minio import Minio
-from infra.services.process import ServiceError
-from lakehouse.config import load_settings
+from lakehouse.core.config import load_settings
+from lakehouse.core.processes import ServiceError
 
 REPO = Path(__file__).parents[2]
 

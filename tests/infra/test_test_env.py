@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from infra import test_env
-from lakehouse.config import get_settings, load_settings
-from lakehouse.paths import state_dir
-from lakehouse.secrets import read_secrets
+from lakehouse.core.config import get_settings, load_settings
+from lakehouse.core.paths import state_dir
+from lakehouse.core.secrets import read_secrets
 
 REPO = Path(__file__).parents[2]
 

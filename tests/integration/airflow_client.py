@@ -12,7 +12,7 @@ from typing import Any
 
 import requests
 
-from lakehouse.config import Settings
+from lakehouse.core.config import Settings
 
 HTTP_TIMEOUT = 30
 PARSE_TIMEOUT = 120  # the dag-processor rescans the folder every 15 s

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.config import Settings
+from lakehouse.core.config import Settings
 from tests.integration.airflow_client import Api, login
 from tests.integration.browser import Browser, start_browser
 

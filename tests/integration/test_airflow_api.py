@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import requests
 
-from lakehouse.config import Settings
+from lakehouse.core.config import Settings
 from tests.integration.airflow_client import (
     HTTP_TIMEOUT,
     Api,

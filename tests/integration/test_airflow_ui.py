@@ -7,7 +7,7 @@ import uuid
 
 from selenium.webdriver.common.by import By
 
-from lakehouse.config import Settings
+from lakehouse.core.config import Settings
 from tests.integration.airflow_client import (
     Api,
     task_logs,

@@ -25,14 +25,14 @@ import pandas as pd
 import pytest
 
 from jobs.speed_layer import start_query
-from lakehouse.batch import Interval, NoDataError, recompute_interval, vacuum_if_due
-from lakehouse.config import Settings, load_settings
-from lakehouse.delta_io import read_table
-from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
-from lakehouse.serving import serve
-from lakehouse.speed_batch import SpeedOutputs
-from lakehouse.tables import table
-from lakehouse.views import VIEWS
+from lakehouse.batch.recompute import Interval, NoDataError, recompute_interval, vacuum_if_due
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.delta_io import read_table
+from lakehouse.core.tables import table
+from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
+from lakehouse.serving.serve import serve
+from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.transforms.views import VIEWS
 from tests.conftest import new_topic
 from tests.delta_files import replaced_files
 from tests.integration import speed_checks as expect

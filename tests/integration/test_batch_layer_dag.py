@@ -18,14 +18,14 @@ import pandas as pd
 import pytest
 
 from jobs.speed_layer import start_query
-from lakehouse.config import Settings, load_settings
-from lakehouse.delta_io import read_table
-from lakehouse.generator import GeneratorConfig, produce, read_ledger
-from lakehouse.kafka_offsets import end_offsets
-from lakehouse.speed_batch import SpeedOutputs
-from lakehouse.supervisor import SpeedLayerSupervisor
-from lakehouse.tables import table
-from lakehouse.writer_lock import exclusive_writer
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.delta_io import read_table
+from lakehouse.core.kafka_offsets import end_offsets
+from lakehouse.core.locks import exclusive_writer
+from lakehouse.core.tables import table
+from lakehouse.generator.clickstream import GeneratorConfig, produce, read_ledger
+from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.supervisor import SpeedLayerSupervisor
 from tests.integration import airflow_client as af
 
 if TYPE_CHECKING:

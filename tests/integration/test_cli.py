@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from lakehouse.config import load_settings
+from lakehouse.core.config import load_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -126,7 +126,7 @@ def test_compare_with_a_removed_version_has_nothing_to_compare(
     """Not a bad request: the reconcile DAG compares every version a replay announced, and one
     may have been removed before its comparison runs."""
     from jobs.versions import remove
-    from lakehouse.versions import record_version_event
+    from lakehouse.replay.versions import record_version_event
 
     settings = load_settings(environ={**os.environ, **local_lake(tmp_path)})
     record_version_event(spark, settings, "v1", "caught_up")

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lakehouse.config import Settings, load_settings
-from lakehouse.delta_io import read_table
-from lakehouse.tables import table
-from lakehouse.times import from_micros
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.delta_io import read_table
+from lakehouse.core.tables import table
+from lakehouse.core.times import from_micros
 from tests.integration import airflow_client as af
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from lakehouse.config import Settings
-from lakehouse.delta_io import delta_rs_location, read_table
-from lakehouse.tables import Table
+from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import delta_rs_location, read_table
+from lakehouse.core.tables import Table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,7 +58,7 @@ def test_delta_on_minio_through_s3a(
 ) -> None:
     write_and_check(spark, minio_settings)
     # The objects really are in the bucket, not on some local fallback.
-    from lakehouse.storage import s3_client
+    from lakehouse.core.storage import s3_client
 
     prefix = PROBE.path(minio_settings).removeprefix(f"s3a://{minio_settings.s3.bucket}/")
     names = [
@@ -71,7 +71,7 @@ def test_delta_on_minio_through_s3a(
 
 
 def test_unknown_table_names_the_known_ones() -> None:
-    from lakehouse.tables import UnknownTableError, table
+    from lakehouse.core.tables import UnknownTableError, table
 
     with pytest.raises(UnknownTableError, match=r"known tables: .*bronze\.events_raw"):
         table("bronze.nope")

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from lakehouse.config import Settings
-from lakehouse.generator import KINDS, read_ledger
-from lakehouse.paths import REPO_ROOT
+from lakehouse.core.config import Settings
+from lakehouse.core.paths import REPO_ROOT
+from lakehouse.generator.clickstream import KINDS, read_ledger
 from tests.conftest import new_topic
 
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lakehouse.config import Settings
-from lakehouse.generator import generate_events
-from lakehouse.kafka_io import KafkaUnavailableError, delete_topics, ensure_topic, produce_json
+from lakehouse.core.config import Settings
+from lakehouse.core.kafka_io import KafkaUnavailableError, delete_topics, ensure_topic, produce_json
+from lakehouse.generator.clickstream import generate_events
 
 
 def test_produce_and_consume_round_trip(

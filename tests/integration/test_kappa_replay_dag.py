@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from selenium.webdriver.common.by import By
 
-from lakehouse.config import Settings, load_settings
-from lakehouse.generator import generate_events
-from lakehouse.kafka_io import produce_json
-from lakehouse.tables import VERSIONS
-from lakehouse.versions import LIVE, VersionInfo, list_versions, pointer_history
-from lakehouse.writer_lock import exclusive_writer
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.kafka_io import produce_json
+from lakehouse.core.locks import exclusive_writer
+from lakehouse.core.tables import VERSIONS
+from lakehouse.generator.clickstream import generate_events
+from lakehouse.replay.versions import LIVE, VersionInfo, list_versions, pointer_history
 from tests.integration import airflow_client as af
 from tests.integration.browser import (
     Browser,

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakehouse.paths import state_dir
+from lakehouse.core.paths import state_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

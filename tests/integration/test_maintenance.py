@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 from delta.tables import DeltaTable
 
-from lakehouse.config import Settings
-from lakehouse.delta_io import small_frame
-from lakehouse.maintenance import maintain, tables_to_maintain
-from lakehouse.speed_batch import SpeedOutputs
-from lakehouse.tables import REPLAY, Table, table
-from lakehouse.versions import record_version_event, switch_pointer, table_versions
-from lakehouse.writer_lock import exclusive_writer
+from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import small_frame
+from lakehouse.core.locks import exclusive_writer
+from lakehouse.core.tables import REPLAY, Table, table
+from lakehouse.ops.maintenance import maintain, tables_to_maintain
+from lakehouse.replay.versions import record_version_event, switch_pointer, table_versions
+from lakehouse.speed.micro_batch import SpeedOutputs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

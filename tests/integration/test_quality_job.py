@@ -25,12 +25,12 @@ from jobs.quality import (
     Validated,
     record,
 )
-from lakehouse.config import Settings, load_settings
-from lakehouse.delta_io import read_table
-from lakehouse.paths import REPO_ROOT
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.delta_io import read_table
+from lakehouse.core.paths import REPO_ROOT
+from lakehouse.core.tables import table
 from lakehouse.quality.suites import Suite
 from lakehouse.quality.validate import SuiteResult
-from lakehouse.tables import table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -24,10 +24,11 @@ from selenium.webdriver.common.by import By
 
 from jobs.reconcile import EXIT_GATE_FAILED, EXIT_PASSED, REPORT_PREFIX
 from jobs.speed_layer import start_query
-from lakehouse.batch import Interval, recompute_interval
-from lakehouse.config import Settings, load_settings
-from lakehouse.delta_io import read_table, table_version
-from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.batch.recompute import Interval, recompute_interval
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.delta_io import read_table, table_version
+from lakehouse.core.tables import table
+from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
 from lakehouse.reconcile import (
     EQUAL,
     Reconciliation,
@@ -37,9 +38,8 @@ from lakehouse.reconcile import (
     recorded_gate,
     speed_source,
 )
-from lakehouse.speed_batch import SpeedOutputs
-from lakehouse.tables import table
-from lakehouse.views import VIEWS
+from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.transforms.views import VIEWS
 from tests.conftest import new_topic
 from tests.integration.browser import Browser
 

@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobs.speed_layer import start_query
-from lakehouse.batch import Interval, recompute_interval
-from lakehouse.config import Settings, load_settings
-from lakehouse.delta_io import read_table
-from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
-from lakehouse.kafka_offsets import end_offsets
-from lakehouse.speed_batch import SpeedOutputs
-from lakehouse.supervisor import SpeedLayerSupervisor
-from lakehouse.tables import BATCH, table
-from lakehouse.writer_lock import WriterBusyError, exclusive_writer
+from lakehouse.batch.recompute import Interval, recompute_interval
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.delta_io import read_table
+from lakehouse.core.kafka_offsets import end_offsets
+from lakehouse.core.locks import WriterBusyError, exclusive_writer
+from lakehouse.core.tables import BATCH, table
+from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.supervisor import SpeedLayerSupervisor
 from tests.integration import airflow_client as af
 
 if TYPE_CHECKING:

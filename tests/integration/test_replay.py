@@ -25,18 +25,16 @@ from pyspark.sql import functions as F
 from jobs.replay import run_replay
 from jobs.speed_layer import start_query
 from jobs.versions import promote, rollback, serves_all_of
-from lakehouse.batch import Interval, recompute_interval
-from lakehouse.config import Settings, load_settings
-from lakehouse.delta_io import read_table, read_table_at
-from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
-from lakehouse.kafka_io import ensure_topic, produce_json
+from lakehouse.batch.recompute import Interval, recompute_interval
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.delta_io import read_table, read_table_at
+from lakehouse.core.kafka_io import ensure_topic, produce_json
+from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
 from lakehouse.reconcile.gate import gate
 from lakehouse.reconcile.run import reconcile
 from lakehouse.reconcile.sources import batch_source, speed_source, stream_source
-from lakehouse.replay import ReplayRequestError, ReplayStart, plan_replay
-from lakehouse.serving import serve
-from lakehouse.speed_batch import SpeedOutputs
-from lakehouse.versions import (
+from lakehouse.replay.plan import ReplayRequestError, ReplayStart, plan_replay
+from lakehouse.replay.versions import (
     VersionError,
     active_version,
     list_versions,
@@ -44,7 +42,9 @@ from lakehouse.versions import (
     pointer_history,
     served_tables,
 )
-from lakehouse.views import VIEWS
+from lakehouse.serving.serve import serve
+from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.transforms.views import VIEWS
 from tests.conftest import new_topic
 
 if TYPE_CHECKING:

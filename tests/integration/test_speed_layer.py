@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobs.speed_layer import start_query
-from lakehouse.config import Settings
-from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
-from lakehouse.speed_batch import SpeedOutputs
+from lakehouse.core.config import Settings
+from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
+from lakehouse.speed.micro_batch import SpeedOutputs
 from tests.conftest import new_topic
 from tests.integration import speed_checks as expect
 
@@ -56,7 +56,7 @@ def speed_run(
     """One generator run with every anomaly, streamed until caught up."""
     import os
 
-    from lakehouse.config import load_settings
+    from lakehouse.core.config import load_settings
 
     tmp = tmp_path_factory.mktemp("speed")
     env = {

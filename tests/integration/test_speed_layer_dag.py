@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from lakehouse.config import Settings
-from lakehouse.kafka_io import produce_json
-from lakehouse.supervisor import SpeedLayerSupervisor, group_members
+from lakehouse.core.config import Settings
+from lakehouse.core.kafka_io import produce_json
+from lakehouse.speed.supervisor import SpeedLayerSupervisor, group_members
 from tests.integration import airflow_client as af
 
 DAG_ID = "speed_layer"

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from lakehouse.config import Settings, load_settings
-from lakehouse.generator import ANOMALY_PRESETS, GeneratorConfig, produce
-from lakehouse.speed_batch import SpeedOutputs
+from lakehouse.core.config import Settings, load_settings
+from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.speed.micro_batch import SpeedOutputs
 from tests.conftest import new_topic
 
 if TYPE_CHECKING:
@@ -228,7 +228,7 @@ def _progress_text(env: dict[str, str]) -> str:
 
 
 def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
-    from lakehouse.writer_lock import exclusive_writer
+    from lakehouse.core.locks import exclusive_writer
 
     env = job_env(tmp_path, new_topic("busy"))
     with exclusive_writer(settings_for(env), "speed_layer"):

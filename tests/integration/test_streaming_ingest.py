@@ -9,11 +9,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from lakehouse.config import Settings
-from lakehouse.delta_io import append_stream_available_now, read_kafka_stream, read_table
-from lakehouse.generator import generate_events
-from lakehouse.kafka_io import ensure_topic, produce_json
-from lakehouse.tables import Table
+from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import append_stream_available_now, read_kafka_stream, read_table
+from lakehouse.core.kafka_io import ensure_topic, produce_json
+from lakehouse.core.tables import Table
+from lakehouse.generator.clickstream import generate_events
 from lakehouse.transforms.bronze import RAW_COLUMNS, to_raw_records
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lakehouse.views import VIEWS
+from lakehouse.transforms.views import VIEWS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

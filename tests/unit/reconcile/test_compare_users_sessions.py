@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from lakehouse.reconcile.compare import Missing, compare_view
-from lakehouse.views import VIEWS
+from lakehouse.transforms.views import VIEWS
 from tests.unit.reconcile.conftest import Events
 
 USERS = VIEWS["active_users_10m"]

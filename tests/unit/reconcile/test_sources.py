@@ -8,8 +8,10 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from lakehouse.batch import RUNS_SCHEMA
-from lakehouse.config import Settings
+from lakehouse.batch.recompute import RUNS_SCHEMA
+from lakehouse.core.config import Settings
+from lakehouse.core.tables import Table, table
+from lakehouse.core.times import EPOCH
 from lakehouse.reconcile.sources import (
     UnknownSourceError,
     batch_source,
@@ -20,10 +22,8 @@ from lakehouse.reconcile.sources import (
     speed_source,
     stream_source,
 )
-from lakehouse.speed_batch import SpeedOutputs
-from lakehouse.tables import Table, table
-from lakehouse.times import EPOCH
-from lakehouse.views import VIEWS
+from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.transforms.views import VIEWS
 from tests.unit.reconcile.conftest import Events, at
 
 COUNTS = VIEWS["event_counts_1m"]

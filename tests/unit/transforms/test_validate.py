@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import functions as F
 
-from lakehouse.events import FIELDS, REQUIRED_FIELDS
+from lakehouse.core.events import FIELDS, REQUIRED_FIELDS
 from lakehouse.transforms.parse import parse_events
 from lakehouse.transforms.validate import (
     ValidationRules,

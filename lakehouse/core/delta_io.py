@@ -1,0 +1,309 @@
+"""Reading and writing: the Kafka source and Delta tables. Jobs never build paths themselves."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.core.config import Settings
+from lakehouse.core.spark import HOW_TO_RUN
+from lakehouse.core.tables import Table
+from lakehouse.core.times import from_micros
+
+if TYPE_CHECKING:
+    from delta.tables import DeltaMergeBuilder
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+
+def read_kafka_stream(
+    spark: SparkSession,
+    settings: Settings,
+    topic: str | None = None,
+    starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
+) -> DataFrame:
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", settings.kafka.bootstrap_servers)
+        .option("subscribe", topic or settings.kafka.topic)
+        .option("startingOffsets", starting_offsets)
+        # A deleted or compacted offset must stop the job loudly, never skip data silently.
+        .option("failOnDataLoss", "true")
+        .option("minPartitions", settings.kafka.min_read_tasks)
+    )
+    if max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", max_offsets_per_trigger)
+    return reader.load()
+
+
+def append_stream_available_now(
+    df: DataFrame, table: Table, query: str, settings: Settings
+) -> StreamingQuery:
+    """Process everything available now into a Delta table, exactly once (checkpointed)."""
+    return (
+        df.writeStream.format("delta")
+        .outputMode("append")
+        .queryName(f"{table.name}.{query}")
+        .option("checkpointLocation", table.checkpoint(query, settings))
+        .trigger(availableNow=True)
+        .start(table.path(settings))
+    )
+
+
+def read_table(spark: SparkSession, table: Table, settings: Settings) -> DataFrame:
+    return spark.read.format("delta").load(table.path(settings)).drop(*table.layout_names)
+
+
+def with_layout(df: DataFrame, table: Table, only: Collection[str] | None = None) -> DataFrame:
+    """`df` with the table's layout columns added (Table.layout_columns); with `only`, just
+    those named in it (a table created before its layout has none, and keeps it that way)."""
+    from pyspark.sql import functions as F
+
+    return df.withColumns(
+        {
+            name: F.expr(expression)
+            for name, expression in table.layout_columns
+            if only is None or name in only
+        }
+    )
+
+
+def table_exists(spark: SparkSession, table: Table, settings: Settings) -> bool:
+    from delta.tables import DeltaTable
+
+    return bool(DeltaTable.isDeltaTable(spark, table.path(settings)))
+
+
+# --- idempotent writes (exactly-once through Delta transaction ids) -----------------------
+#
+# Every write of a micro-batch carries (txnAppId, txnVersion) = (the writer's identity, the
+# batch id). Delta records the pair in the commit and skips any later write whose version is
+# not newer, so a batch that is replayed after a crash cannot apply anything twice.
+
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+
+def small_frame(spark: SparkSession, rows: list[Any], schema: str) -> DataFrame:
+    """A few rows built on the driver, as one partition. Spark slices local rows across the
+    cores, and a write of a slice without rows leaves an empty file that no commit adds
+    (Delta 4.4): one per progress row, every micro-batch, until a vacuum lists the folder."""
+    return spark.createDataFrame(rows, schema).coalesce(1)
+
+
+def append_once(df: DataFrame, table: Table, settings: Settings, app_id: str, version: int) -> None:
+    writer = (
+        with_layout(df, table)
+        .write.format("delta")
+        .mode("append")
+        .option("txnAppId", app_id)
+        .option("txnVersion", version)
+    )
+    if table.partition_columns:
+        writer = writer.partitionBy(*table.partition_columns)
+    if table.checkpoint_interval:
+        # Applied when this write creates the table; Delta ignores it on later appends.
+        writer = writer.option("delta.checkpointInterval", table.checkpoint_interval)
+    if table.stats_columns:
+        writer = writer.option("delta.dataSkippingStatsColumns", ",".join(table.stats_columns))
+    writer.save(table.path(settings))
+
+
+def merge_once(
+    source: DataFrame,
+    table: Table,
+    settings: Settings,
+    app_id: str,
+    version: int,
+    build_merge: Callable[[DeltaMergeBuilder], DeltaMergeBuilder],
+    on: str,
+) -> None:
+    """MERGE `source` into `table` (alias t; source alias s) once per (app_id, version).
+
+    The first write of a table creates it from the rows to insert, under the same
+    transaction id, so creation is exactly-once too.
+    """
+    from delta.tables import DeltaTable
+
+    if not table_exists(source.sparkSession, table, settings):
+        append_once(source, table, settings, app_id, version)
+        return
+    # The transaction id of a MERGE can only be given as session settings; a session of its
+    # own keeps them from leaking into writes that other threads run at the same time.
+    session = source.sparkSession.newSession()
+    for key in HOW_TO_RUN:
+        value = source.sparkSession.conf.get(key, None)
+        if value is not None:
+            session.conf.set(key, value)
+    session.conf.set(TXN_APP_ID, app_id)
+    session.conf.set(TXN_VERSION, str(version))
+    target = DeltaTable.forPath(session, table.path(settings))
+    source = with_layout(source, table, only=target.toDF().columns)
+    build_merge(target.alias("t").merge(source.alias("s"), on)).execute()
+
+
+# OPTIMIZE leaves files of at least this size alone (Delta's setting; its default is 1 GB).
+OPTIMIZE_MIN_FILE_SIZE = "spark.databricks.delta.optimize.minFileSize"
+
+
+def compact_small_files(
+    spark: SparkSession, table: Table, settings: Settings, small_file_bytes: int
+) -> None:
+    """Rewrite the table's files smaller than `small_file_bytes` into larger ones (OPTIMIZE).
+
+    Files at or above the bound are never read again, so one compaction rewrites at most about
+    that much plus what was added since the last one, however old the table is. Readers are
+    not disturbed (a new version with the same rows); only the table's writer may call this.
+    """
+    from delta.tables import DeltaTable
+
+    # A session of its own: the setting must not reach other writes, and neither may a MERGE's
+    # transaction id reach this commit.
+    session = spark.newSession()
+    session.conf.set(OPTIMIZE_MIN_FILE_SIZE, str(small_file_bytes))
+    DeltaTable.forPath(session, table.path(settings)).optimize().executeCompaction()
+
+
+# The configured retention (`vacuum_after_hours`) is the decision, so the vacuum's session
+# turns off two Delta defaults that would overrule it: a refusal of anything under 7 days, and
+# (Delta 4) ignoring RETAIN unless it is 0, for the table's deletedFileRetentionDuration.
+RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+RETENTION_IGNORED = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
+# Tasks the folder listing is split into; Spark's default of 10,000 made a vacuum of a
+# 160-file table take 13-17 s on two cores, against 2.3-3 s with a task per core.
+LISTING_TASKS = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+
+
+def vacuum_replaced_files(
+    spark: SparkSession, table: Table, settings: Settings, after_hours: int
+) -> None:
+    """Delete the table's files that no version newer than `after_hours` ago reads: those a
+    MERGE, a compaction or a rerun replaced, and those no commit ever added (a write killed
+    before its commit; Delta 4.4 also leaves an empty file for each slice of a write that held
+    no rows). Versions older than that can no longer be read (time travel).
+
+    FULL, that is by listing the table's folder: LITE finds only the files the log says were
+    replaced, and left the others on disk for ever (measured).
+    """
+    session = spark.newSession()
+    session.conf.set(RETENTION_CHECK, "false")
+    session.conf.set(RETENTION_IGNORED, "false")
+    session.conf.set(LISTING_TASKS, str(spark.sparkContext.defaultParallelism))
+    session.sql(f"VACUUM delta.`{table.path(settings)}` RETAIN {after_hours} HOURS FULL").collect()
+
+
+def retention_keeping(
+    spark: SparkSession, table: Table, settings: Settings, after_hours: int, version: int | None
+) -> int:
+    """The vacuum retention (hours) that still lets `version` of the table be read: at least
+    `after_hours`, and back to that version's commit. A file the version reads was replaced by a
+    later commit, and a vacuum deletes it only once that commit is older than the retention."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    if version is None:
+        return after_hours
+    latest = table_version(spark, table, settings)
+    if latest is None or version >= latest:
+        return after_hours  # nothing the version reads has been replaced
+    found = (
+        DeltaTable.forPath(spark, table.path(settings))
+        .history(latest - version + 1)
+        .where(F.col("version") == version)
+        .select(F.unix_micros("timestamp"))
+        .collect()
+    )
+    if not found:  # its commit has left the log (delta.logRetentionDuration): unreadable anyway
+        return after_hours
+    [[micros]] = found
+    age_hours = (datetime.now(UTC) - from_micros(micros)).total_seconds() / 3600
+    # An hour on top: the commit's timestamp and this clock are read at different moments.
+    return max(after_hours, math.ceil(age_hours) + 1)
+
+
+def last_vacuum_end(
+    spark: SparkSession, table: Table, settings: Settings, within_commits: int
+) -> datetime | None:
+    """When a vacuum of the table last finished, if one did within its last `within_commits`
+    commits (reading the whole history would cost as much as the table has versions)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    [[micros]] = (
+        DeltaTable.forPath(spark, table.path(settings))
+        .history(within_commits)
+        .where(F.col("operation") == "VACUUM END")
+        .agg(F.max(F.unix_micros("timestamp")))
+        .collect()
+    )
+    return None if micros is None else from_micros(micros)
+
+
+def table_version(spark: SparkSession, table: Table, settings: Settings) -> int | None:
+    """The table's latest version, or None if it does not exist yet."""
+    from delta.tables import DeltaTable
+
+    if not table_exists(spark, table, settings):
+        return None
+    [row] = DeltaTable.forPath(spark, table.path(settings)).history(1).collect()
+    return int(row["version"])
+
+
+def read_table_at(
+    spark: SparkSession, table: Table, settings: Settings, version: int | None
+) -> DataFrame | None:
+    """The table as it was at `version` (None: the table did not exist then)."""
+    if version is None:
+        return None
+    return (
+        spark.read.format("delta")
+        .option("versionAsOf", version)
+        .load(table.path(settings))
+        .drop(*table.layout_names)
+    )
+
+
+def delta_rs_location(settings: Settings, path: str) -> tuple[str, dict[str, str] | None]:
+    """The URI and storage options delta-rs needs for a table path from the registry."""
+    if not path.startswith("s3a://"):
+        return path.removeprefix("file://"), None
+    s3 = settings.s3
+    if s3.access_key is None or s3.secret_key is None:
+        raise ValueError("no S3 credentials: run `make setup` to generate them")
+    options = {
+        "AWS_ENDPOINT_URL": s3.endpoint,
+        "AWS_ACCESS_KEY_ID": s3.access_key.get_secret_value(),
+        "AWS_SECRET_ACCESS_KEY": s3.secret_key.get_secret_value(),
+        "AWS_REGION": s3.region,
+        "AWS_ALLOW_HTTP": "true",
+    }
+    return "s3://" + path.removeprefix("s3a://"), options
+
+
+class WrongWriterError(Exception):
+    """A job tried to write a table another job owns (one writer per table set)."""
+
+
+def overwrite_where(
+    df: DataFrame, table: Table, settings: Settings, writer: str, condition: str
+) -> int:
+    """Replace exactly the rows matching `condition` with `df`, in one Delta commit; returns
+    the table's new version. Rows of `df` outside `condition` make Delta refuse the write, so
+    a job can never spill into a neighbour's rows."""
+    if table.writer != writer:
+        raise WrongWriterError(f"{writer} may not write {table.name}: its writer is {table.writer}")
+    writer_ = (
+        with_layout(df, table)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", condition)
+    )
+    if table.partition_columns:
+        writer_ = writer_.partitionBy(*table.partition_columns)
+    writer_.save(table.path(settings))
+    version = table_version(df.sparkSession, table, settings)
+    assert version is not None
+    return version

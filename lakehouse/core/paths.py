@@ -1,0 +1,54 @@
+"""Where things live on disk. Standard library only (the bootstrap imports it)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = REPO_ROOT / "config"
+
+CACHE_ENV = "TRIBUTARY_CACHE"
+STATE_ENV = "TRIBUTARY_STATE"
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Downloads and builds shared by every clone on this machine (venv, jars, binaries)."""
+    env = os.environ if env is None else env
+    return Path(env.get(CACHE_ENV) or Path.home() / ".cache" / "tributary").expanduser()
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Service data, logs, pid files, secrets and the local lakehouse."""
+    env = os.environ if env is None else env
+    return Path(env.get(STATE_ENV) or cache_dir(env) / "state").expanduser()
+
+
+def speed_layer_stop_file(env: Mapping[str, str] | None = None) -> Path:
+    """Created to ask a running speed layer to stop after its current micro-batch. The job
+    watches it by default; the supervisor creates it (and must not import the job: pyspark)."""
+    return state_dir(env) / "run" / "speed_layer.stop"
+
+
+def fingerprint(*files: Path, extra: str = "") -> str:
+    """A short content hash: cache folders are named by the files that define them."""
+    digest = hashlib.sha256(extra.encode())
+    for path in files:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+SPARK_POM = REPO_ROOT / "infra" / "jvm" / "spark" / "pom.xml"
+KAFKA_POM = REPO_ROOT / "infra" / "jvm" / "kafka" / "pom.xml"
+
+
+def spark_jars_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Delta, the Kafka connector and S3A jars, resolved by `make setup` from SPARK_POM."""
+    return cache_dir(env) / "jars" / f"spark-{fingerprint(SPARK_POM)}"
+
+
+def kafka_jars_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The Kafka broker's jars, resolved by `make setup` from KAFKA_POM."""
+    return cache_dir(env) / "jars" / f"kafka-{fingerprint(KAFKA_POM)}"

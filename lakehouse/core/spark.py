@@ -1,0 +1,232 @@
+"""The one SparkSession factory. Every job and every test gets its session here.
+
+Delta, the Kafka connector and S3A are configured only in this module. Their jars come from
+the cache folder filled by `make setup` (spark.jars), so starting a session never touches the
+network.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakehouse.core.config import Settings, get_settings
+from lakehouse.core.paths import REPO_ROOT, spark_jars_dir, state_dir
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+LOG4J_CONFIG = REPO_ROOT / "infra" / "spark" / "log4j2.properties"
+
+
+DELTA_LOG_TASKS = "spark.databricks.delta.snapshotPartitions"
+
+
+class SparkSetupError(Exception):
+    """Spark cannot start here; the message says what to do."""
+
+
+def spark_conf(settings: Settings, jars_dir: Path | None = None) -> dict[str, str]:
+    """Every Spark setting we use, as plain strings (pure, so it can be tested without a JVM)."""
+    jars = sorted((jars_dir or spark_jars_dir()).glob("*.jar"))
+    conf = {
+        "spark.master": settings.spark.master,
+        "spark.driver.memory": settings.spark.driver_memory,
+        "spark.jars": ",".join(str(j) for j in jars),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        # Spark makes ./spark-warehouse in whatever folder a job was started from; our tables
+        # live at their paths, so this only keeps the working folder clean.
+        "spark.sql.warehouse.dir": str(state_dir() / "spark-warehouse"),
+        # Delta rebuilds a table's state from its log with this many tasks (default 50).
+        DELTA_LOG_TASKS: str(settings.spark.delta_log_tasks),
+        "spark.ui.showConsoleProgress": "false",
+        # Compiled query code is reused by its text. A micro-batch runs about 200 distinct
+        # pieces (Delta's commits included); with the default 100 the cache evicted them all
+        # before the next batch: 3,000 compilations in 2 minutes, 700 with this (measured).
+        "spark.sql.codegen.cache.maxEntries": "4000",
+        # Delta 4 refuses to read a version older than the table's deletedFileRetentionDuration
+        # (7 days) once a newer one exists, lest a vacuum have deleted its files. We read such
+        # versions on purpose and our vacuums keep them (lakehouse.delta_io.retention_keeping):
+        # a replay version at its pins, the batch views at their last run, silver as a batch
+        # failed a week ago left it. With the check, each broke after a week's pause.
+        "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration": (
+            "false"
+        ),
+        # The parallel collector: Spark's row-at-a-time work pays G1's write barriers on
+        # every object (measured on the 10M-event batch layer: 10% faster).
+        "spark.driver.extraJavaOptions": (
+            f"-XX:+UseParallelGC -Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+        ),
+    }
+    if settings.spark.master.startswith("local"):
+        # Nothing outside this machine needs to reach a local driver: keep it on loopback.
+        # (With a cluster master, executors must connect back, so the defaults apply.)
+        conf.update(
+            {
+                "spark.driver.bindAddress": "127.0.0.1",
+                "spark.driver.host": "127.0.0.1",
+            }
+        )
+    if settings.storage.on_s3:
+        conf.update(_s3a_conf(settings))
+    conf.update(settings.spark.conf)
+    return conf
+
+
+def _s3a_conf(settings: Settings) -> dict[str, str]:
+    s3 = settings.s3
+    if s3.access_key is None or s3.secret_key is None:
+        raise SparkSetupError(
+            "the lakehouse is on S3 but no credentials are set: run `make setup` to generate "
+            "them, or set TRIBUTARY_S3_ACCESS_KEY and TRIBUTARY_S3_SECRET_KEY"
+        )
+    prefix = "spark.hadoop.fs.s3a."
+    return {
+        prefix + "impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        prefix + "endpoint": s3.endpoint,
+        prefix + "endpoint.region": s3.region,
+        prefix + "path.style.access": str(s3.path_style_access).lower(),
+        prefix + "connection.ssl.enabled": str(s3.endpoint.startswith("https")).lower(),
+        prefix
+        + "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        prefix + "access.key": s3.access_key.get_secret_value(),
+        prefix + "secret.key": s3.secret_key.get_secret_value(),
+        # One writing driver per table (lakehouse.core.locks) is what makes Delta safe here.
+        "spark.delta.logStore.s3a.impl": "io.delta.storage.S3SingleDriverLogStore",
+    }
+
+
+def get_spark(
+    app_name: str,
+    settings: Settings | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Start (or return the running) SparkSession for this process."""
+    settings = settings or get_settings()
+    jars_dir = spark_jars_dir()
+    if not (jars_dir / ".complete").exists():
+        raise SparkSetupError(f"Spark jars are missing from {jars_dir}: run `make setup`")
+    _ensure_java()
+    _check_master(settings.spark.master)
+    if settings.spark.master.startswith("local"):
+        # Spark's web UI binds to SPARK_LOCAL_IP, or to every interface without it.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(f"tributary-{app_name}")
+    for key, value in {**spark_conf(settings, jars_dir), **(overrides or {})}.items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as err:  # py4j's and pyspark's many types; the JVM's log says more
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:500]
+        raise SparkSetupError(
+            f"Spark did not start (master {settings.spark.master}; "
+            f"the Java lines above, if any, say why): {first}"
+        ) from None
+    spark.sparkContext.setLogLevel("WARN")
+    _quiet_query_errors()
+    return spark
+
+
+def _check_master(master: str, timeout_seconds: float = 5) -> None:
+    """A standalone master that does not answer, before the JVM starts: Spark itself tries
+    to register three times, 20 s apart, and then fails in Java lines (measured: 66 s)."""
+    if not master.startswith("spark://"):
+        return
+    # spark://host:port, or spark://h1:p1,h2:p2 for masters with a standby: one must answer.
+    why = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        if not (host and port.isdigit()):
+            why.append(f"{address}: not host:port")
+            continue
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_seconds):
+                return
+        except OSError as err:
+            why.append(f"{address}: {err.strerror or err}")
+    raise SparkSetupError(
+        f"the Spark master {master} does not answer ({'; '.join(why)}): start it, or set "
+        "spark.master (TRIBUTARY__SPARK__MASTER) to local[*] to run Spark in this process"
+    )
+
+
+def _quiet_query_errors() -> None:
+    """PySpark logs every SQL error it raises, as a JSON line with the JVM's stack trace,
+    before the caller can handle it. Our jobs report the errors they catch in one line, and
+    those they do not still end in a traceback with the same message."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _ensure_java() -> None:
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").exists():
+        return
+    for candidate in ("/usr/lib/jvm/java-17-openjdk-amd64", "/usr/lib/jvm/default-java"):
+        if Path(candidate, "bin", "java").exists():
+            os.environ["JAVA_HOME"] = candidate
+            return
+    if not any(Path(d, "java").exists() for d in os.environ.get("PATH", "").split(os.pathsep)):
+        raise SparkSetupError(
+            "Java 17+ is needed to run Spark and none was found: "
+            "install it (apt-get install openjdk-17-jdk-headless) or set JAVA_HOME"
+        )
+
+
+def release_local_checkpoint(df: DataFrame) -> None:
+    """Free the blocks a `df.localCheckpoint()` holds. Spark keeps them until the JVM happens
+    to collect the RDD, so a long stream of large micro-batches runs out of heap first
+    (a 10M-record replay did, on its second batch). `df` cannot be read afterwards."""
+    plan = df._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() != "LogicalRDD":
+        raise ValueError("not a DataFrame returned by localCheckpoint()")
+    plan.rdd().unpersist(False)
+
+
+# How Spark builds the row projections each task creates (shuffle keys, Delta's typed reads of
+# its own log, ...): generated code (the default) or interpreted expressions.
+PROJECTIONS = "spark.sql.codegen.factoryMode"
+# Settings that change how a session's jobs run, never what they compute. A session made for
+# one write (lakehouse.delta_io.merge_once) starts from the application's settings, so it
+# carries these over from the session it serves, which may have changed them.
+HOW_TO_RUN = (PROJECTIONS, DELTA_LOG_TASKS)
+
+
+@contextmanager
+def interpreted_projections(spark: SparkSession, enabled: bool) -> Iterator[None]:
+    """Within this block, let the session's jobs interpret their row projections instead of
+    generating code for them (whole-stage code generation is untouched).
+
+    Every task writes out the projection's Java source again before it finds the compiled
+    class in the cache; for Delta's log, a schema of hundreds of fields, that is most of a
+    small job's time. Measured on the speed layer at 500 events/s: median micro-batch 6.2-6.8 s
+    with generated projections, 4.9 s interpreted (4.1-4.6 s in the README's later runs,
+    local disk and MinIO). On large batches interpreting is slower
+    (a 2M-event replay: 50 s -> 60 s), hence the switch."""
+    if not enabled:
+        yield
+        return
+    before = spark.conf.get(PROJECTIONS, None)
+    spark.conf.set(PROJECTIONS, "NO_CODEGEN")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(PROJECTIONS)
+        else:
+            spark.conf.set(PROJECTIONS, before)

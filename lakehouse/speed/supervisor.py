@@ -1,0 +1,282 @@
+"""Start, stop and inspect the speed layer as a detached process (what the speed_layer DAG uses).
+
+The stream runs in its own session with a pid file, so it outlives whoever started it (an
+Airflow task ends in seconds; the stream runs for weeks). Stopping asks first (the stop file
+and SIGTERM let the current micro-batch finish) and kills only after a timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from lakehouse.core.config import Settings
+from lakehouse.core.paths import REPO_ROOT, speed_layer_stop_file, state_dir
+from lakehouse.core.processes import Proc
+
+if TYPE_CHECKING:
+    from lakehouse.speed.progress import Health
+
+MODULE = "jobs.speed_layer"
+# Spark fails fast on bad config or an unreachable broker; alive after this long means it ran.
+STARTUP_CHECK_SECONDS = 8.0
+STOP_TIMEOUT_SECONDS = 120.0
+# How long a new stream gets to commit its first micro-batch before the check gives up.
+FIRST_BATCH_TIMEOUT_SECONDS = 240.0
+# Records that arrive at an idle stream look "stale" until its next trigger; look twice.
+STALE_CONFIRM_SECONDS = 20.0
+
+Action = Literal["ensure", "start", "stop", "restart"]
+ACTIONS: tuple[Action, ...] = ("ensure", "start", "stop", "restart")
+
+
+class SupervisorError(Exception):
+    """The stream cannot be started or stopped; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class StreamStatus:
+    running: bool
+    pid: int | None
+    started_at: datetime | None
+    log_file: Path
+
+    @property
+    def uptime_seconds(self) -> float | None:
+        if self.started_at is None:
+            return None
+        return (datetime.now(UTC) - self.started_at).total_seconds()
+
+    def describe(self) -> str:
+        if not self.running:
+            return f"the speed layer is not running (log: {self.log_file})"
+        return (
+            f"the speed layer is running: pid {self.pid}, up {self.uptime_seconds:.0f} s "
+            f"(log: {self.log_file})"
+        )
+
+
+class SpeedLayerSupervisor:
+    def __init__(self, settings: Settings, run_dir: Path | None = None) -> None:
+        self.settings = settings
+        self.run_dir = run_dir or state_dir() / "run"
+        self.proc = Proc("speed_layer", self.run_dir)
+        # The one the job watches: it is started without --stop-file.
+        self.stop_file = speed_layer_stop_file()
+        self.hold_file = self.run_dir / "speed_layer.held"
+
+    def status(self) -> StreamStatus:
+        pid = self.proc.pid()
+        started = None
+        if pid is not None:
+            with contextlib.suppress(FileNotFoundError):
+                # The pid file is written right after the spawn.
+                started = datetime.fromtimestamp(self.proc.pid_file.stat().st_mtime, UTC)
+        return StreamStatus(pid is not None, pid, started, self.proc.log_file)
+
+    def start(self) -> StreamStatus:
+        """Start the stream; SupervisorError if it is running or dies within seconds."""
+        with self._lock():
+            return self._start()
+
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> bool:
+        """Stop gracefully, killing after `timeout` seconds. True if it was running."""
+        with self._lock():
+            return self._stop(timeout)
+
+    def restart(self, timeout: float = STOP_TIMEOUT_SECONDS) -> StreamStatus:
+        with self._lock():
+            self._stop(timeout)
+            return self._start()
+
+    def apply(self, action: Action) -> dict[str, Any]:
+        """Do what the speed_layer DAG's `action` asks; say what was done (JSON-able).
+
+        A `stop` holds the stream down: scheduled `ensure` runs leave it stopped until a
+        `start` or `restart`, otherwise the next run would undo the operator's stop."""
+        if action not in ACTIONS:
+            raise SupervisorError(f"unknown action {action!r}; choose one of {ACTIONS}")
+        with self._lock():
+            before = self.status()
+            held = self.held()
+            after: StreamStatus | None = None
+            if action == "stop":
+                self.hold_file.write_text(f"stopped on request at {_now()}\n")
+                was = f"stopped the speed layer (pid {before.pid})"
+                outcome = was if self._stop() else "the speed layer was not running"
+                outcome += "; it stays stopped until a run with action start or restart"
+            elif action == "ensure" and before.running:
+                after, outcome = before, f"nothing to do: {before.describe()}"
+            elif action == "ensure" and held:
+                outcome = f"not starting the speed layer: {held}; trigger action start to resume"
+            else:
+                self.hold_file.unlink(missing_ok=True)
+                if action == "restart":
+                    self._stop()
+                after = self._start()
+                verb = "restarted" if action == "restart" else "started"
+                outcome = f"{verb} the speed layer: pid {after.pid} (log: {after.log_file})"
+        return {
+            "action": action,
+            "outcome": outcome,
+            "running": after is not None,
+            "pid": after.pid if after else None,
+            "started_at": after.started_at.isoformat() if after and after.started_at else None,
+        }
+
+    def held(self) -> str | None:
+        """Why the stream is held down (an operator stopped it), or None."""
+        try:
+            return self.hold_file.read_text().strip() or "stopped on request"
+        except FileNotFoundError:
+            return None
+
+    def assess(self, first_batch_timeout: float = FIRST_BATCH_TIMEOUT_SECONDS) -> Health:
+        """Judge the running stream, first giving a new one time for its first micro-batch."""
+        from lakehouse.speed.progress import judge_health, latest_progress
+
+        confirmed = False
+        while True:
+            now = self.status()
+            if not now.running:
+                raise SupervisorError(
+                    f"{now.describe()}; last lines of its log:\n{self.proc.log_tail(25)}"
+                )
+            health = judge_health(
+                latest_progress(self.settings),
+                datetime.now(UTC),
+                self._end_offsets(),
+                self.settings,
+                running_since=now.started_at,
+            )
+            if health.status == "stale" and not confirmed:
+                confirmed = True
+                time.sleep(STALE_CONFIRM_SECONDS)
+                continue
+            waiting_for_first = health.status == "starting" and health.records_waiting > 0
+            if not waiting_for_first or (now.uptime_seconds or 0) >= first_batch_timeout:
+                return health
+            time.sleep(5)
+
+    def _start(self) -> StreamStatus:
+        current = self.status()
+        if current.running:
+            raise SupervisorError(
+                f"not starting: {current.describe()}; stop it first, or restart it"
+            )
+        self._kill_leftovers()
+        self.stop_file.unlink(missing_ok=True)
+        # The stream needs none of Airflow's settings, and should not hold its secrets.
+        env = {k: v for k, v in os.environ.items() if not k.lstrip("_").startswith("AIRFLOW")}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        # The caller's interpreter: the venv Airflow (or the test) runs in has pyspark.
+        pid = self.proc.start([sys.executable, "-m", MODULE], env=env, cwd=REPO_ROOT)
+        deadline = time.monotonic() + STARTUP_CHECK_SECONDS
+        while time.monotonic() < deadline:
+            _reap(pid)
+            if self.proc.pid() != pid:
+                self._kill_leftovers()
+                self.proc.pid_file.unlink(missing_ok=True)
+                raise SupervisorError(
+                    f"the speed layer (pid {pid}) exited right after starting; "
+                    f"see {self.proc.log_file}. Last lines:\n{self.proc.log_tail(25)}"
+                )
+            time.sleep(0.5)
+        return self.status()
+
+    def _stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> bool:
+        pid = self.proc.pid()
+        if pid is None:
+            self._kill_leftovers()
+            self.proc.pid_file.unlink(missing_ok=True)
+            return False
+        self.stop_file.touch()
+        # Only the Python driver: a SIGTERM to the whole group would end the JVM mid-batch.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while self.proc.pid() == pid and time.monotonic() < deadline:
+            _reap(pid)
+            time.sleep(0.5)
+        # The JVM exits by itself once its driver has gone; kill it only if it lingers.
+        if self.proc.pid() == pid or not _wait_group_gone(pid, 15):
+            _kill_group(pid)
+        self.proc.pid_file.unlink(missing_ok=True)
+        self.stop_file.unlink(missing_ok=True)
+        return True
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        # Two callers starting at once (a scheduled run, a test, a shell) would make two
+        # writers of the same tables (one writer per table set): one at a time.
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir / "speed_layer.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+    def _end_offsets(self) -> dict[int, int]:
+        from lakehouse.core.kafka_offsets import end_offsets
+
+        return end_offsets(self.settings)
+
+    def _kill_leftovers(self) -> None:
+        """End what is left of a previous run's process group (e.g. its JVM after the driver
+        was killed), so two drivers never write the same tables (one writer per table set).
+        Linux does not reuse a pid while a group still bears it, so the group is ours."""
+        try:
+            old = int(self.proc.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return
+        if self.proc.pid() is None:
+            _kill_group(old)
+            self.proc.pid_file.unlink(missing_ok=True)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _kill_group(pgid: int) -> None:
+    if group_members(pgid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        _wait_group_gone(pgid, 10)
+
+
+def _wait_group_gone(pgid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while group_members(pgid):
+        _reap(pgid)
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group: a zombie no one reaps is harmless."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError, ValueError):
+            continue  # exited while we looked
+        if int(group) == pgid and state != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def _reap(pid: int) -> None:
+    # When this process started the stream itself (tests, restart in one task), the exited
+    # driver is our child: collect it, or it stays a zombie until we exit.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)

@@ -1,0 +1,27 @@
+"""Running a job as a child process and reading what it printed, as the DAGs' tasks do."""
+
+from __future__ import annotations
+
+import pytest
+
+from dags.support.job_runner import JobOutcome, run_job
+
+
+def test_the_last_result_line_is_the_summary_and_its_lines_reach_the_log() -> None:
+    seen: list[str] = []
+    # Any module the interpreter has will do: a real child process, its output line by line.
+    outcome = run_job("json.tool", ["--help"], seen.append)
+    assert outcome.returncode == 0 and seen == outcome.lines and seen
+
+    printed = JobOutcome(0, ["==> working", 'RESULT {"n": 1}', "note", 'RESULT {"n": 2}'])
+    assert printed.summary("jobs.x", "RESULT ") == {"n": 2}
+
+
+def test_a_failed_status_or_a_missing_result_fails_with_the_job_s_name() -> None:
+    with pytest.raises(RuntimeError, match=r"jobs\.x stopped with status 3"):
+        JobOutcome(3, ['RESULT {"n": 1}']).summary("jobs.x", "RESULT ")
+    assert JobOutcome(4, ['RESULT {"n": 1}']).summary("jobs.x", "RESULT ", succeeded=(0, 4)) == {
+        "n": 1
+    }
+    with pytest.raises(RuntimeError, match=r"jobs\.x ended with status 0 but printed no result"):
+        JobOutcome(0, ["==> done"]).summary("jobs.x", "RESULT ")

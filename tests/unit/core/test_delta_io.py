@@ -1,0 +1,240 @@
+"""Delta writes on tiny local tables."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from lakehouse.core.delta_io import (
+    append_once,
+    compact_small_files,
+    merge_once,
+    overwrite_where,
+    read_table,
+    read_table_at,
+    retention_keeping,
+    small_frame,
+    vacuum_replaced_files,
+)
+from lakehouse.core.tables import table
+from tests.delta_files import age_commits, files_in_use, files_on_disk, replaced_files
+
+
+def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
+    spark, local_settings
+) -> None:
+    from pyspark.sql import functions as F
+
+    target = replace(table("speed.late_events"), name="tests.compacted")
+    # One file that is large next to the bound below, then four small ones.
+    append_once(
+        spark.range(20_000)
+        .select("id", F.sha2(F.col("id").cast("string"), 256).alias("pad"))
+        .coalesce(1),
+        target,
+        local_settings,
+        "t",
+        0,
+    )
+    path = target.path(local_settings)
+    [large] = spark.read.format("delta").load(path).inputFiles()
+    for version in range(1, 5):
+        append_once(
+            spark.range(version * 100, version * 100 + 3).select("id", F.lit("x").alias("pad")),
+            target,
+            local_settings,
+            "t",
+            version,
+        )
+    before = spark.read.format("delta").load(path).orderBy("id").collect()
+
+    compact_small_files(spark, target, local_settings, small_file_bytes=100_000)
+
+    files = spark.read.format("delta").load(path).inputFiles()
+    assert large in files
+    assert len(files) == 2
+    assert spark.read.format("delta").load(path).orderBy("id").collect() == before
+
+
+HOURLY = replace(table("speed.event_counts_1m"), name="tests.hourly", checkpoint_interval=None)
+
+
+def window_rows(spark, *rows: tuple[str, int]):
+    return spark.createDataFrame(
+        [(datetime.fromisoformat(t), n) for t, n in rows], "window_start timestamp, events long"
+    )
+
+
+def add_events(m):
+    return m.whenMatchedUpdate(set={"events": "t.events + s.events"}).whenNotMatchedInsertAll()
+
+
+def test_writers_add_the_layout_column_and_readers_never_see_it(spark, local_settings) -> None:
+    append_once(window_rows(spark, ("2026-03-01T10:59:00", 1)), HOURLY, local_settings, "t", 0)
+    merge_once(
+        window_rows(spark, ("2026-03-01T10:59:00", 2), ("2026-03-01T11:00:00", 5)),
+        HOURLY,
+        local_settings,
+        "t",
+        1,
+        add_events,
+        on="t.window_start = s.window_start",
+    )
+    path = HOURLY.path(local_settings)
+    [detail] = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
+    assert detail["partitionColumns"] == ["window_hour"]
+    stored = spark.read.format("delta").load(path).orderBy("window_start").collect()
+    assert [r["window_hour"] for r in stored] == ["2026-03-01T10", "2026-03-01T11"]
+    read = read_table(spark, HOURLY, local_settings)
+    assert read.columns == ["window_start", "events"]
+    assert [r["events"] for r in read.orderBy("window_start").collect()] == [3, 5]
+    assert read_table_at(spark, HOURLY, local_settings, 0).columns == ["window_start", "events"]
+
+
+def test_a_table_created_before_its_layout_keeps_taking_merges(spark, local_settings) -> None:
+    """A lakehouse written by an earlier release has unpartitioned views: the stream must go on
+    writing them as they are, not fail on a column they do not have."""
+    unlaid = replace(HOURLY, layout_columns=())
+    append_once(window_rows(spark, ("2026-03-01T10:59:00", 1)), unlaid, local_settings, "t", 0)
+    merge_once(
+        window_rows(spark, ("2026-03-01T10:59:00", 2)),
+        HOURLY,
+        local_settings,
+        "t",
+        1,
+        add_events,
+        on="t.window_start = s.window_start",
+    )
+    stored = spark.read.format("delta").load(HOURLY.path(local_settings))
+    assert stored.columns == ["window_start", "events"]
+    assert [r["events"] for r in stored.collect()] == [3]
+
+
+def test_vacuum_deletes_replaced_files_when_the_log_no_longer_holds_their_commits(
+    spark, local_settings
+) -> None:
+    """VACUUM LITE would look for replaced files in the commits since the last vacuum; once
+    Delta has cleaned those commits up, only listing the folder (FULL) finds them."""
+    from pathlib import Path
+
+    target = replace(table("speed.late_events"), name="tests.vacuumed", checkpoint_interval=3)
+    for version in range(5):
+        append_once(spark.range(version, version + 1), target, local_settings, "t", version)
+    path = Path(target.path(local_settings))
+    compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
+    # What Delta's log cleanup does to commits older than its retention: gone, the
+    # checkpoint at version 3 stands in for them.
+    for commit in range(3):
+        (path / "_delta_log" / f"{commit:020d}.json").unlink()
+    in_use = set(spark.read.format("delta").load(str(path)).inputFiles())
+
+    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
+
+    on_disk = {f"file:{f}" for f in path.glob("*.parquet")}
+    assert on_disk == in_use
+    assert sorted(r["id"] for r in read_table(spark, target, local_settings).collect()) == [
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]
+
+
+def test_vacuum_keeps_what_the_configured_retention_keeps_whatever_the_table_says(
+    spark, local_settings
+) -> None:
+    """Delta 4 ignores RETAIN (unless 0) in favour of the table's deletedFileRetentionDuration;
+    the hours we configure must decide."""
+    target = replace(table("speed.late_events"), name="tests.retained")
+    for version in range(3):
+        append_once(spark.range(version, version + 1), target, local_settings, "t", version)
+    compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
+    path = target.path(local_settings)
+    spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES "
+        "('delta.deletedFileRetentionDuration' = 'interval 0 hours')"
+    )
+    replaced_by_compaction = replaced_files(spark, path)
+    assert replaced_by_compaction
+
+    vacuum_replaced_files(spark, target, local_settings, after_hours=5)
+    assert replaced_files(spark, path) == replaced_by_compaction, "replaced under 5 hours ago"
+    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
+    assert replaced_files(spark, path) == set()
+
+
+def test_a_vacuum_keeps_an_older_version_readable_when_asked(spark, local_settings) -> None:
+    """Serving reads a promoted replay version at the table versions its gate passed; the
+    stream that goes on writing those tables vacuums them and must not delete what they read."""
+    target = replace(table("speed.late_events"), name="tests.kept")
+    for version in range(3):
+        append_once(spark.range(version, version + 1), target, local_settings, "t", version)
+    compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
+    path = target.path(local_settings)
+    assert retention_keeping(spark, target, local_settings, 0, None) == 0
+    assert retention_keeping(spark, target, local_settings, 0, 3) == 0, "the latest: none replaced"
+
+    hours = retention_keeping(spark, target, local_settings, 0, 2)
+    assert hours >= 1, "back to the commit of version 2, seconds ago"
+    assert retention_keeping(spark, target, local_settings, 200, 2) == 200
+    vacuum_replaced_files(spark, target, local_settings, after_hours=hours)
+    pinned = read_table_at(spark, target, local_settings, 2)
+    assert pinned is not None and sorted(r["id"] for r in pinned.collect()) == [0, 1, 2]
+    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
+    assert replaced_files(spark, path) == set(), "without it, those files go"
+
+
+def test_a_version_a_week_old_is_still_read_and_kept(spark, local_settings) -> None:
+    """Serving reads a replay version at its pins and the batch views at the version of their
+    last run; the stream reads silver as the previous batch left it. Any of these may be a
+    week old when read (a gate failing for days, a batch layer paused, a stream stopped), and
+    Delta 4 refuses by default to read a version older than the table's
+    deletedFileRetentionDuration (7 days) once a newer commit exists."""
+    target = replace(table("speed.late_events"), name="tests.week_old")
+    for version in range(3):
+        append_once(spark.range(version, version + 1), target, local_settings, "t", version)
+    compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
+    path = target.path(local_settings)
+    age_commits(path, days=8)
+
+    hours = retention_keeping(spark, target, local_settings, 168, 2)
+    assert hours > 8 * 24, "back to version 2's commit, 8 days ago"
+    vacuum_replaced_files(spark, target, local_settings, after_hours=hours)
+    pinned = read_table_at(spark, target, local_settings, 2)
+    assert pinned is not None and sorted(r["id"] for r in pinned.collect()) == [0, 1, 2]
+
+
+def test_vacuum_deletes_the_files_no_commit_added(spark, local_settings) -> None:
+    """A rerun's replaceWhere leaves a file its commit does not add (Delta 4.4), as does a
+    write killed before its commit; only a listing of the folder finds them."""
+    target = table("batch.event_counts_1m")
+    rows = spark.sql(
+        "SELECT timestamp'2026-11-25 10:00:00' AS window_start, "
+        "timestamp'2026-11-25 10:01:00' AS window_end, 'click' AS event_type, "
+        "3L AS events, 1.5D AS amount_sum"
+    )
+    hour = "window_start >= timestamp'2026-11-25 10:00:00' AND window_start < '2026-11-25 11:00'"
+    for _ in range(3):
+        overwrite_where(rows, target, local_settings, "batch_layer", hour)
+    path = target.path(local_settings)
+    assert len(replaced_files(spark, path)) >= 2, "the two reruns replaced the file before"
+
+    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
+
+    assert replaced_files(spark, path) == set()
+    assert read_table(spark, target, local_settings).count() == 1
+
+
+def test_a_few_rows_from_the_driver_are_written_without_stray_files(spark, local_settings) -> None:
+    """Written from several slices, one row leaves an empty file per empty slice that no
+    commit adds; the progress table gained one every micro-batch."""
+    target = replace(table("ops.speed_progress"), name="tests.small_appends")
+    for version in range(3):
+        rows = [(version, f"row {version}")]
+        append_once(
+            small_frame(spark, rows, "n long, note string"), target, local_settings, "t", version
+        )
+    path = target.path(local_settings)
+    assert files_on_disk(path) == files_in_use(spark, path)
+    assert read_table(spark, target, local_settings).count() == 3
