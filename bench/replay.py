@@ -10,7 +10,7 @@ Steps, in one process and one SparkSession so the ratios compare like with like:
 2. baseline: Spark's batch Kafka source reads the whole topic and counts it;
    floors: the same read, parsing every record's JSON and nothing else; then parsing,
    validating and deduplicating, no view and no write (bench.floors);
-3. --rounds times (default 2): a replay (jobs.replay's run_replay from earliest into a new
+3. --rounds times (default 2): a replay (lakehouse.replay.run.run_replay from earliest into a new
    version, local disk), then the batch layer recomputing the same events from bronze (the
    topic written to bronze.events_raw once, untimed, as the live stream would have).
 Results are printed and written to bench/results/replay-<timestamp>.json.
@@ -26,7 +26,6 @@ from typing import Any
 from bench.floors import deduplicated_seconds, parse_only_seconds
 from bench.report import save_results
 from bench.speed_layer import bench_settings, load_topic
-from jobs.replay import run_replay
 from lakehouse.batch.recompute import Interval, recompute_interval
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import table_exists
@@ -34,6 +33,7 @@ from lakehouse.core.kafka_io import ensure_topic
 from lakehouse.core.spark import get_spark
 from lakehouse.core.tables import table
 from lakehouse.replay.plan import ReplayStart, plan_replay
+from lakehouse.replay.run import run_replay
 from lakehouse.transforms.bronze import to_raw_records
 
 
@@ -62,11 +62,11 @@ def timed_replay(
     """Replay the whole topic from earliest into `version`: its seconds and records."""
     plan = plan_replay(settings, topic, ReplayStart("earliest"))
     began = time.monotonic()
-    status = run_replay(
+    outcome = run_replay(
         spark, settings, plan, version, max_offsets_per_trigger=max_offsets_per_trigger
     )
     seconds = time.monotonic() - began
-    assert status == 0, f"the replay failed with status {status}"
+    assert outcome.status == "caught_up", f"the replay ended {outcome.status}: {outcome.failure}"
     return seconds, plan.records
 
 

@@ -215,7 +215,7 @@ def tables_floor_rate(spark: Any, settings: Settings, run: str) -> float:
 
 
 def speed_catch_up(spark: Any, settings: Settings) -> dict[str, Any]:
-    from jobs.speed_layer import start_query
+    from lakehouse.speed.stream import start_query
 
     began = time.monotonic()
     start_query(spark, settings, OUT, available_now=True).awaitTermination()
@@ -237,8 +237,8 @@ def sustained(
     """Produce at `rate` events/s while the stream runs; freshness and lag from progress."""
     import pandas as pd
 
-    from jobs.speed_layer import start_query
     from lakehouse.generator.clickstream import GeneratorConfig, produce
+    from lakehouse.speed.stream import start_query
 
     ensure_topic(settings)
     query = start_query(spark, settings, OUT, available_now=False)

@@ -83,7 +83,7 @@ def batch_layer() -> None:
     def recompute() -> dict[str, Any]:
         from dags.support.job_runner import run_job
         from dags.support.run_params import checked_params
-        from jobs.batch_layer import EXIT_BAD_INTERVAL, EXIT_NO_DATA, RESULT_PREFIX
+        from jobs.contract import Exit
         from lakehouse.core.config import get_settings
 
         context = get_current_context()
@@ -100,11 +100,11 @@ def batch_layer() -> None:
             ["--start", start, "--end", end, "--run-id", context["run_id"]],
             on_line=log.info,
         )
-        if outcome.returncode == EXIT_NO_DATA:
+        if outcome.returncode == Exit.NOTHING_TO_DO:
             raise AirflowSkipException(f"no events in [{start}, {end}): nothing to recompute")
-        if outcome.returncode == EXIT_BAD_INTERVAL:
+        if outcome.returncode == Exit.BAD_REQUEST:
             raise AirflowFailException(f"bad interval [{start}, {end}): see the log above")
-        summary = outcome.summary("jobs.batch_layer", RESULT_PREFIX)
+        summary = outcome.summary("batch")
         # Consumers of the assets (data_quality) learn which interval was recomputed.
         for asset in ASSETS:
             context["outlet_events"][asset].extra = {"interval_start": start, "interval_end": end}

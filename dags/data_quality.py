@@ -14,8 +14,8 @@ from airflow.sdk.exceptions import AirflowFailException
 
 log = logging.getLogger("tributary.dags.data_quality")
 
-# lakehouse.transforms.views.VIEWS and jobs.quality.LAYERS; not imported, as DAG files import
-# lakehouse and jobs only in tasks.
+# lakehouse.transforms.views.VIEWS and lakehouse.quality.runs.LAYERS; not imported, as DAG files
+# import lakehouse and jobs only in tasks.
 VIEWS = ["event_counts_1m", "active_users_10m", "user_sessions"]
 LAYERS = ["all", "bronze", "silver", "quarantine", "speed", "batch"]
 # The batch_layer DAG's outlets. `|`: any of them is enough (the batch run updates the three
@@ -88,36 +88,25 @@ def data_quality() -> None:
     def validate() -> dict[str, Any]:
         from dags.support.job_runner import run_job
         from dags.support.run_params import checked_params
-        from jobs.quality import (
-            BROKEN_PREFIX,
-            DOCS_PREFIX,
-            EXIT_BAD_ARGUMENTS,
-            EXIT_FAILED,
-            RESULT_PREFIX,
-        )
+        from jobs.contract import Exit
 
         context = get_current_context()
         checked_params(context)
         args = [*_arguments(context), "--run-id", context["run_id"]]
         log.info("running jobs.quality %s", " ".join(args))
         outcome = run_job("jobs.quality", args, on_line=log.info)
-        docs = outcome.last(DOCS_PREFIX)
-        if docs:
-            log.info("%s%s", DOCS_PREFIX, docs)
-        if outcome.returncode == EXIT_BAD_ARGUMENTS:
+        if outcome.returncode == Exit.BAD_REQUEST:
             raise AirflowFailException("bad parameters: see the log above")
-        if outcome.returncode == EXIT_FAILED:
-            broken = [
-                line[len(BROKEN_PREFIX) :]
-                for line in outcome.lines
-                if line.startswith(BROKEN_PREFIX)
-            ]
+        result = outcome.summary("quality", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
+        if result["data_docs"]:
+            log.info("Data Docs: %s", result["data_docs"])
+        if outcome.returncode == Exit.CHECKS_FAILED:
             raise AirflowFailException(
                 "data quality: FAIL checks broke:\n"
-                + "\n".join(f"  {b}" for b in broken)
-                + f"\n{DOCS_PREFIX}{docs}"
+                + "\n".join(f"  {b}" for b in result["failed_checks"])
+                + f"\nData Docs: {result['data_docs']}"
             )
-        return outcome.summary("jobs.quality", RESULT_PREFIX)
+        return result
 
     validate()
 

@@ -72,11 +72,9 @@ Without *realtime*, records go out as fast as Kafka takes them, with event times
 def generate_events() -> None:
     @task(execution_timeout=timedelta(hours=6))
     def produce() -> None:
-        from jobs.generate import main
-
-        # kafka-python narrates every connection at INFO; keep the summary readable.
-        logging.getLogger("kafka").setLevel(logging.WARNING)
+        from dags.support.job_runner import run_job
         from dags.support.run_params import checked_params
+        from jobs.contract import Exit, describe
 
         params = checked_params(get_current_context())
         count, rate = int(params["count"]), float(params["rate"])
@@ -90,9 +88,11 @@ def generate_events() -> None:
         if params["seed"] is not None:
             argv += ["--seed", str(params["seed"])]
         log.info("python -m jobs.generate %s", " ".join(argv))
-        status = main(argv)
-        if status != 0:
-            raise AirflowFailException(f"the generator stopped with status {status}; see above")
+        outcome = run_job("jobs.generate", argv, on_line=log.info)
+        if outcome.returncode != Exit.OK:
+            raise AirflowFailException(
+                f"the generator stopped with status {describe(outcome.returncode)}; see above"
+            )
 
     produce()
 

@@ -130,7 +130,7 @@ def kappa_replay() -> None:
     def replay() -> dict[str, Any]:
         from dags.support.job_runner import run_job
         from dags.support.run_params import checked_params
-        from jobs.replay import EXIT_BAD_REQUEST, EXIT_NOT_SERVED, RESULT_PREFIX
+        from jobs.contract import Exit
         from lakehouse.core.config import get_settings
 
         context = get_current_context()
@@ -144,10 +144,10 @@ def kappa_replay() -> None:
             )
         args = replay_arguments(params, scheduled=context["dag_run"].run_type == "scheduled")
         outcome = run_job("jobs.replay", args, on_line=log.info)
-        if outcome.returncode == EXIT_BAD_REQUEST:
+        if outcome.returncode == Exit.BAD_REQUEST:
             raise AirflowFailException("the replay was refused: see the reason above")
         # Not served: written, so it is still announced; the promote task reports the gate.
-        summary = outcome.summary("jobs.replay", RESULT_PREFIX, succeeded=(0, EXIT_NOT_SERVED))
+        summary = outcome.summary("replay", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
         summary["dry_run"] = bool(params["dry_run"])
         summary["mode"] = mode  # the promotion gate compares with batch in lambda mode
         summary["auto_promote"] = bool(params["auto_promote"]) or (
@@ -158,7 +158,7 @@ def kappa_replay() -> None:
     @task(execution_timeout=timedelta(hours=1))
     def promote(replayed: dict[str, Any]) -> str:
         from dags.support.job_runner import run_job
-        from jobs.versions import EXIT_REFUSED
+        from jobs.contract import Exit, describe
 
         if replayed["dry_run"]:
             _skip("dry run: nothing to promote")
@@ -183,12 +183,12 @@ def kappa_replay() -> None:
             on_line=log.info,
             extra_env={"TRIBUTARY__MODE": replayed["mode"]},
         )
-        if outcome.returncode == EXIT_REFUSED:
+        if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
             raise AirflowFailException(
                 f"{replayed['version']} was not promoted: its gate failed (see above)"
             )
-        if outcome.returncode != 0:
-            raise RuntimeError(f"jobs.versions stopped with status {outcome.returncode}")
+        if outcome.returncode != Exit.OK:
+            raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
         return str(replayed["version"])
 
     @task(outlets=[REPLAY_ASSET])

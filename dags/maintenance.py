@@ -42,10 +42,9 @@ def maintenance() -> None:
     @task(execution_timeout=timedelta(hours=2))
     def compact_and_vacuum() -> dict[str, Any]:
         from dags.support.job_runner import run_job
-        from jobs.maintenance import RESULT_PREFIX
 
         outcome = run_job("jobs.maintenance", [], on_line=log.info)
-        return outcome.summary("jobs.maintenance", RESULT_PREFIX)
+        return outcome.summary("maintenance")
 
     compact_and_vacuum()
 

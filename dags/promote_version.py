@@ -56,17 +56,17 @@ def promote_version() -> None:
     def promote() -> str:
         from dags.support.job_runner import run_job
         from dags.support.run_params import checked_params
-        from jobs.versions import EXIT_REFUSED
+        from jobs.contract import Exit, describe
 
         params = checked_params(get_current_context())
         args = ["promote", params["version"]] + (["--force"] if params["force"] else [])
         outcome = run_job("jobs.versions", args, on_line=log.info)
-        if outcome.returncode == EXIT_REFUSED:
+        if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
             raise AirflowFailException(
                 f"{params['version']} was not promoted: see the reason above"
             )
-        if outcome.returncode != 0:
-            raise RuntimeError(f"jobs.versions stopped with status {outcome.returncode}")
+        if outcome.returncode != Exit.OK:
+            raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
         return str(params["version"])
 
     promote()

@@ -24,8 +24,6 @@ SOURCE_PATTERN = r"^(batch|speed|replay:[a-z][a-z0-9_]{0,39})$"
 BATCH_ASSETS = [Asset(name=f"batch.{v}", uri=f"tributary://batch/{v}") for v in VIEWS]
 # kappa_replay's announcement of a new version (the version in the event's extra).
 REPLAY_ASSET = Asset(name="replay.versions", uri="tributary://replay/versions")
-# The first windows named in a failure message come from the job's own lines.
-GATE_LINE = "reconciliation gate failed"
 
 DOC = """
 ### Reconcile
@@ -103,13 +101,7 @@ def reconcile() -> None:
     def compare() -> dict[str, Any]:
         from dags.support.job_runner import run_job
         from dags.support.run_params import checked_params
-        from jobs.reconcile import (
-            EXIT_BAD_ARGUMENTS,
-            EXIT_GATE_FAILED,
-            EXIT_NOTHING_COMPARED,
-            REPORT_PREFIX,
-            RESULT_PREFIX,
-        )
+        from jobs.contract import Exit
 
         context = get_current_context()
         checked_params(context)
@@ -122,18 +114,17 @@ def reconcile() -> None:
             args = [*arguments, "--run-id", run_id]
             log.info("%s: running jobs.reconcile %s", label, " ".join(args))
             outcome = run_job("jobs.reconcile", args, log.info)
-            report = outcome.last(REPORT_PREFIX)
-            if report:
-                log.info("reconciliation report: %s", report)
-            if outcome.returncode == EXIT_NOTHING_COMPARED:
+            if outcome.returncode == Exit.NOTHING_TO_DO:
                 log.info("%s: no window is final on both sides yet: nothing compared", label)
                 continue
-            if outcome.returncode == EXIT_BAD_ARGUMENTS:
+            if outcome.returncode == Exit.BAD_REQUEST:
                 raise AirflowFailException("bad parameters: see the log above")
-            if outcome.returncode == EXIT_GATE_FAILED:
-                failures.append(f"{label}: {_gate_failure(outcome.lines)}\nreport: {report}")
+            result = outcome.summary("reconcile", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
+            log.info("reconciliation report: %s", result["report"])
+            if outcome.returncode == Exit.CHECKS_FAILED:
+                failures.append(f"{label}: {result['gate']}\nreport: {result['report']}")
                 continue
-            summaries[label] = outcome.summary("jobs.reconcile", RESULT_PREFIX)
+            summaries[label] = result
         if failures:
             raise AirflowFailException("\n\n".join(failures))
         if not summaries:
@@ -184,21 +175,6 @@ def _arguments(context: Any) -> list[str]:
         for run_id in batch_runs:
             args += ["--batch-run", run_id]
     return args
-
-
-def _gate_failure(lines: list[str]) -> str:
-    """The job's gate message: the count, then the first windows (indented lines). The last
-    one: the summary before it repeats the first line alone."""
-    found = [i for i, line in enumerate(lines) if line.startswith(GATE_LINE)]
-    start = found[-1] if found else None
-    if start is None:
-        return GATE_LINE
-    message = [lines[start]]
-    for line in lines[start + 1 :]:
-        if not line.startswith("  "):
-            break
-        message.append(line)
-    return "\n".join(message)
 
 
 reconcile()

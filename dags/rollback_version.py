@@ -33,13 +33,13 @@ def rollback_version() -> None:
     @task(execution_timeout=timedelta(minutes=30))
     def rollback() -> None:
         from dags.support.job_runner import run_job
-        from jobs.versions import EXIT_REFUSED
+        from jobs.contract import Exit, describe
 
         outcome = run_job("jobs.versions", ["rollback"], on_line=log.info)
-        if outcome.returncode == EXIT_REFUSED:
+        if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
             raise AirflowFailException("nothing was rolled back: see the reason above")
-        if outcome.returncode != 0:
-            raise RuntimeError(f"jobs.versions stopped with status {outcome.returncode}")
+        if outcome.returncode != Exit.OK:
+            raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
 
     rollback()
 

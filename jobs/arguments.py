@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from lakehouse.core.times import TimeRangeError, parse_iso
+from lakehouse.transforms.views import VIEWS
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -121,3 +122,47 @@ def _number(
 fraction = _number(float, "a number", lambda v: 0.0 <= v <= 1.0, "a fraction in [0, 1]")
 positive_int = _number(int, "a whole number", lambda v: v >= 1, "at least 1")
 positive_float = _number(float, "a number", lambda v: v > 0, "greater than 0")
+
+
+def say(line: str) -> None:
+    """A job's own line on standard output, flushed: a DAG task's log shows it at once."""
+    print(line, flush=True)
+
+
+def source_name(text: str) -> str:
+    """A reconciliation side: batch, speed or replay:<version>."""
+    from lakehouse.reconcile.sources import UnknownSourceError, named_source
+
+    try:
+        named_source(text)
+    except UnknownSourceError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def add_comparison_arguments(parser: argparse.ArgumentParser) -> None:
+    """What to compare: shared by this job and `tributary compare`."""
+    sides = "batch, speed (the live speed layer) or replay:<version>"
+    parser.add_argument(
+        "--left", type=source_name, default="batch", help=f"left side: {sides} (batch)"
+    )
+    parser.add_argument(
+        "--right", type=source_name, default="speed", help=f"right side: {sides} (speed)"
+    )
+    parser.add_argument(
+        "--view",
+        dest="views",
+        action="append",
+        choices=list(VIEWS),
+        help="a view to compare (repeatable; default: every view)",
+    )
+    parser.add_argument("--from", dest="start", type=iso_moment, help="first instant (UTC)")
+    parser.add_argument("--to", dest="end", type=iso_moment, help="end instant, exclusive (UTC)")
+    parser.add_argument(
+        "--batch-run",
+        dest="batch_runs",
+        action="append",
+        default=[],
+        help="compare the interval(s) this batch run recomputed (repeatable; Airflow passes "
+        "the runs whose assets triggered it)",
+    )

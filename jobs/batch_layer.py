@@ -7,18 +7,18 @@ batch.user_sessions, then records the run in ops.batch_runs. Rerunning an interv
 nothing; intervals never touch each other's rows. Times are UTC (a time without a zone is
 taken as UTC) and must be whole minutes.
 
-Exit status: 0 done, 1 cannot run (config, storage, another batch writer), 2 bad interval,
-3 nothing to recompute (no events in the interval; nothing written).
+Exit status (jobs.contract): 0 done, 1 cannot run (config, storage, another batch writer),
+2 bad interval, 3 nothing to recompute (no events in the interval; nothing written).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import UTC, datetime
 
 from jobs.arguments import OneLineParser, iso_moment
+from jobs.contract import Exit, result_line
 from lakehouse.batch.recompute import Interval, IntervalError, NoDataError, recompute_interval
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
@@ -26,13 +26,12 @@ from lakehouse.core.spark import SparkSetupError, get_spark
 from lakehouse.core.storage import StorageError, ensure_bucket
 from lakehouse.core.tables import BATCH
 
-EXIT_CANNOT_RUN, EXIT_BAD_INTERVAL, EXIT_NO_DATA = 1, 2, 3
-RESULT_PREFIX = "batch result: "
+JOB = "batch"
 # Another batch run (a backfill beside the schedule) finishes in minutes; wait rather than fail.
 LOCK_WAIT_SECONDS = 900
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> Exit:
     parser = OneLineParser(
         prog="python -m jobs.batch_layer",
         description=__doc__,
@@ -51,7 +50,7 @@ def main(argv: list[str]) -> int:
         interval = Interval.checked(args.start, args.end, now)
     except IntervalError as err:
         print(f"batch layer: {err}; nothing written", file=sys.stderr)
-        return EXIT_BAD_INTERVAL
+        return Exit.BAD_REQUEST
     run_id = args.run_id or f"manual:{interval}:{now:%Y%m%dT%H%M%S}"
     try:
         settings = get_settings()
@@ -63,10 +62,10 @@ def main(argv: list[str]) -> int:
             run = recompute_interval(spark, settings, interval, run_id)
     except NoDataError as err:
         print(f"batch layer: {err}", file=sys.stderr)
-        return EXIT_NO_DATA
+        return Exit.NOTHING_TO_DO
     except (ConfigError, SparkSetupError, StorageError, WriterBusyError) as err:
         print(f"batch layer: {err}", file=sys.stderr)
-        return EXIT_CANNOT_RUN
+        return Exit.CANNOT_RUN
     for v in run.views:
         print(
             f"    {v.view}: {v.rows} rows (version {v.table_version}), "
@@ -80,8 +79,8 @@ def main(argv: list[str]) -> int:
         f"{run.bronze_version}",
         flush=True,
     )
-    print(RESULT_PREFIX + json.dumps(run.summary()), flush=True)
-    return 0
+    print(result_line(JOB, run.summary()), flush=True)
+    return Exit.OK
 
 
 if __name__ == "__main__":

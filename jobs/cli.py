@@ -13,18 +13,26 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import re
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 
-from jobs import reconcile as job
-from jobs.arguments import OneLineParser, iso_moment, positive_int
+from jobs.arguments import OneLineParser, add_comparison_arguments, iso_moment, positive_int
+from jobs.contract import Exit
 from lakehouse.core.config import ConfigError, Settings, get_settings
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.spark import SparkSetupError, get_spark
 from lakehouse.core.storage import StorageError, check_bucket
 from lakehouse.core.tables import RECONCILE
+from lakehouse.reconcile.request import (
+    LOCK_WAIT_SECONDS,
+    BadComparison,
+    ComparisonRequest,
+    VersionRemoved,
+    compare_and_gate,
+    compare_and_record,
+)
+from lakehouse.serving.sql import READ_ONLY_KEYWORDS, first_keyword, writes
 from lakehouse.transforms.views import VIEWS
 
 if TYPE_CHECKING:
@@ -33,23 +41,6 @@ if TYPE_CHECKING:
 
 # Long sorted user lists make a table unreadable; they stay one flag away.
 WIDE_COLUMNS = {"users"}
-
-# `tributary sql` only reads: statements that start like a query or a description...
-READ_ONLY_KEYWORDS = (
-    "SELECT",
-    "WITH",
-    "VALUES",
-    "TABLE",
-    "FROM",
-    "SHOW",
-    "DESC",
-    "DESCRIBE",
-    "EXPLAIN",
-)
-# ...and whose parsed plan holds no command or insert, but for these (class names' starts),
-# which only describe: `WITH ... INSERT` and `FROM t INSERT ...` start like queries.
-DESCRIBING_COMMANDS = ("Show", "Describe", "Explain")
-LEADING_NOISE = re.compile(r"(\s+|\(|--[^\n]*|/\*.*?\*/)*", re.DOTALL)
 
 
 def start_spark(name: str, settings: Settings) -> SparkSession:
@@ -60,21 +51,21 @@ def start_spark(name: str, settings: Settings) -> SparkSession:
     return get_spark(name, settings)
 
 
-def query(args: argparse.Namespace) -> int:
+def query(args: argparse.Namespace) -> Exit:
     from lakehouse.serving.serve import NoServingDataError, serve
 
     if args.start and args.end and args.start >= args.end:
         print(
             f"tributary query: --from {args.start} is not before --to {args.end}", file=sys.stderr
         )
-        return 2
+        return Exit.BAD_REQUEST
     settings = get_settings()
     spark = start_spark("tributary-query", settings)
     try:
         served, coverage = serve(spark, settings, args.view, args.start, args.end)
     except NoServingDataError as err:
         print(f"tributary query: {err}", file=sys.stderr)
-        return 1
+        return Exit.NOTHING_TO_DO
     v = VIEWS[args.view]
     if not args.with_users:
         served = served.drop(*(WIDE_COLUMNS & set(served.columns)))
@@ -91,10 +82,10 @@ def query(args: argparse.Namespace) -> int:
         ),
         file=sys.stderr,
     )
-    return 0
+    return Exit.OK
 
 
-def sql(args: argparse.Namespace) -> int:
+def sql(args: argparse.Namespace) -> Exit:
     """Spark SQL over the serving views, registered as `serving_<view>`. Read-only."""
     from pyspark.errors import PySparkException
 
@@ -115,7 +106,7 @@ def sql(args: argparse.Namespace) -> int:
             else refused,
             file=sys.stderr,
         )
-        return 2
+        return Exit.BAD_REQUEST
     settings = get_settings()
     spark = start_spark("tributary-sql", settings)
     # Otherwise a keyword where a name may stand is taken for one: "... FROM v WHERE" (a
@@ -127,7 +118,7 @@ def sql(args: argparse.Namespace) -> int:
     try:
         if writes(spark, args.statement):
             print(refused, file=sys.stderr)
-            return 2
+            return Exit.BAD_REQUEST
         result = spark.sql(args.statement)
         shown, more = print_rows(result, args.limit, args.format)
     except PySparkException as err:  # the statement's fault: unknown names, 1/0, bad casts
@@ -136,40 +127,9 @@ def sql(args: argparse.Namespace) -> int:
             f"tributary sql: {first}\n-- views: {', '.join(registered) or 'none yet'}",
             file=sys.stderr,
         )
-        return 2
+        return Exit.BAD_REQUEST
     print(f"-- {shown} rows{more}", file=sys.stderr)
-    return 0
-
-
-def first_keyword(statement: str) -> str:
-    match = LEADING_NOISE.match(statement)
-    word = re.match(r"[A-Za-z]+", statement[match.end() if match else 0 :])
-    return word.group().upper() if word else ""
-
-
-def writes(spark: SparkSession, statement: str) -> bool:
-    """Whether Spark's parse of `statement` (which runs nothing) holds a command or an
-    insert anywhere, other than a describing command at its root."""
-    from py4j.protocol import Py4JJavaError
-    from pyspark.errors.exceptions.captured import convert_exception
-
-    jvm = spark._jvm
-    assert jvm is not None
-    try:
-        plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(statement)
-    except Py4JJavaError as err:  # as spark.sql() would raise it: a ParseException
-        raise convert_exception(err.java_exception) from None
-    if plan.getClass().getSimpleName().startswith(DESCRIBING_COMMANDS):
-        return False
-    command = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command")
-    nodes = [plan]
-    while nodes:
-        node = nodes.pop()
-        if command.isInstance(node) or node.getClass().getSimpleName().startswith("Insert"):
-            return True
-        children = node.children()
-        nodes += [children.apply(i) for i in range(children.size())]
-    return False
+    return Exit.OK
 
 
 def print_rows(df: DataFrame, limit: int, form: str) -> tuple[int, str]:
@@ -183,38 +143,37 @@ def print_rows(df: DataFrame, limit: int, form: str) -> tuple[int, str]:
     return len(shown), " (more rows: raise --limit)" if len(rows) > limit else ""
 
 
-def compare(args: argparse.Namespace) -> int:
+def compare(args: argparse.Namespace) -> Exit:
     """The reconciliation's summary in the terminal; dq tables and report only with --record.
     Exit status as `python -m jobs.reconcile` (0 passed, 2 bad arguments, 3 nothing to
     compare, 4 gate failed)."""
     try:
-        request = job.checked_request(args)
+        request = ComparisonRequest.checked(
+            args.left, args.right, args.views, args.start, args.end, args.batch_runs
+        )
         if args.run_id and not args.record:
-            raise job.BadArguments("--run-id names a recorded run: give --record too")
+            raise BadComparison("--run-id names a recorded run: give --record too")
         settings = get_settings()
         spark = start_spark("tributary-compare", settings)
         if args.record:
             now = datetime.now(UTC)
             run_id = args.run_id or f"cli:{request.left}-{request.right}:{now:%Y%m%dT%H%M%S}"
-            with exclusive_writer(settings, RECONCILE, wait_seconds=job.LOCK_WAIT_SECONDS):
-                return job.reconcile_and_record(spark, settings, request, run_id)
-        run = job.compare_sources(spark, settings, request, run_id="(not recorded)")
-    except job.BadArguments as err:
+            with exclusive_writer(settings, RECONCILE, wait_seconds=LOCK_WAIT_SECONDS):
+                compared = compare_and_record(spark, settings, request, run_id)
+        else:
+            compared = compare_and_gate(spark, settings, request, run_id="(not recorded)")
+    except BadComparison as err:
         print(f"tributary compare: {err}; nothing written", file=sys.stderr)
-        return job.EXIT_BAD_ARGUMENTS
-    except job.VersionRemoved as err:
+        return Exit.BAD_REQUEST
+    except VersionRemoved as err:
         print(f"tributary compare: {err}: nothing to compare", file=sys.stderr)
-        return job.EXIT_NOTHING_COMPARED
-    from lakehouse.reconcile import gate
-
-    try:
-        verdict = gate(run)
-        print(job.summary(run, verdict))
-    finally:
-        run.release()
-    if not run.compared:
-        return job.EXIT_NOTHING_COMPARED
-    return job.EXIT_PASSED if verdict.passed else job.EXIT_GATE_FAILED
+        return Exit.NOTHING_TO_DO
+    print(compared.summary)
+    if compared.report is not None:
+        print(f"report: {compared.report}")
+    if not compared.compared:
+        return Exit.NOTHING_TO_DO
+    return Exit.OK if compared.verdict.passed else Exit.CHECKS_FAILED
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -240,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = commands.add_parser(
         "compare", help="reconcile two sources (batch, speed) window by window: the summary"
     )
-    job.add_comparison_arguments(c)
+    add_comparison_arguments(c)
     c.add_argument(
         "--record", action="store_true", help="also write dq.* and the HTML report (as the job)"
     )
@@ -249,13 +208,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> Exit:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.run(args))
+        done: Exit = args.run(args)
     except (ConfigError, SparkSetupError, StorageError, WriterBusyError) as err:
         print(f"tributary: {err}", file=sys.stderr)
-        return 1
+        return Exit.CANNOT_RUN
+    return done
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from jobs.arguments import OneLineParser
+from jobs.contract import Exit
 from lakehouse.core.config import DEFAULT_PROFILE, PROFILE_ENV, ConfigError, Settings, get_settings
 from lakehouse.core.delta_io import table_exists
 from lakehouse.core.kafka_io import KafkaUnavailableError, ensure_topic
@@ -56,7 +57,7 @@ def produce_events(settings: Settings, count: int, seed: int) -> dict[str, objec
 
 def catch_up(spark: SparkSession, settings: Settings) -> str:
     """Run the speed layer until it has read the whole log; or wait for the running one."""
-    from jobs.speed_layer import start_query
+    from lakehouse.speed.stream import start_query
 
     try:
         with exclusive_writer(settings, "speed_layer"):
@@ -196,7 +197,7 @@ def print_where_to_look(settings: Settings) -> None:
     print("  Stop all     make down")
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> Exit:
     parser = OneLineParser(
         prog="python -m jobs.demo",
         description=__doc__,
@@ -235,9 +236,9 @@ def main(argv: list[str]) -> int:
         TimeoutError,
     ) as err:
         print(f"demo failed: {err}", file=sys.stderr)
-        return 1
+        return Exit.CANNOT_RUN
     print_where_to_look(settings)
-    return 0
+    return Exit.OK
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ at --rate events/s from --start; with it, sending is paced at --rate events/s of
 time. The ledger (one JSON line per record: what it is and where the pipeline must put it)
 goes to <state>/ledgers/ unless --ledger says otherwise.
 
-Exit status: 0 sent, 1 Kafka or configuration failure, 2 bad arguments (nothing sent).
+Exit status (jobs.contract): 0 sent, 1 Kafka or configuration failure, 2 bad arguments
+(nothing sent).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.arguments import OneLineParser, fraction, positive_float, positive_int
+from jobs.contract import Exit
 from lakehouse.core.config import ConfigError, Settings, get_settings
 from lakehouse.core.kafka_io import KafkaUnavailableError
 from lakehouse.core.paths import state_dir
@@ -167,14 +169,14 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> Exit:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         settings = get_settings()
     except ConfigError as err:
         print(f"generate failed: {err}", file=sys.stderr)
-        return 1
+        return Exit.CANNOT_RUN
     # A fresh seed by default: a seed fixes the event_ids, so repeating one into the
     # permanent topic would turn every event of the second run into a duplicate.
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
@@ -192,7 +194,7 @@ def main(argv: list[str]) -> int:
         parser.error(problem)
     if problem:  # the default ledger: the state folder is the configuration's
         print(f"generate failed: {problem}", file=sys.stderr)
-        return 1
+        return Exit.CANNOT_RUN
     topic = args.topic or settings.kafka.topic
     print(
         f"==> generating {cfg.count} records (seed {seed}, start {cfg.start:%Y-%m-%dT%H:%M:%SZ}, "
@@ -208,16 +210,16 @@ def main(argv: list[str]) -> int:
         )
     except KafkaUnavailableError as err:
         print(f"generate failed: {err}", file=sys.stderr)
-        return 1
+        return Exit.CANNOT_RUN
     except KafkaError as err:
         where = f"; the ledger {ledger} lists what was sent" if ledger.exists() else ""
         print(f"generate failed: Kafka error: {err}{where}", file=sys.stderr)
-        return 1
+        return Exit.CANNOT_RUN
     except OSError as err:  # the ledger could not be written after all (checked above)
         print(f"generate failed: {err}", file=sys.stderr)
-        return 1
+        return Exit.CANNOT_RUN
     print_summary(summary)
-    return 0
+    return Exit.OK
 
 
 if __name__ == "__main__":

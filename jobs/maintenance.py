@@ -9,27 +9,26 @@ version newer than `maintenance.vacuum_after_hours` ago reads are deleted, while
 the job that writes it is held. A writer busy for longer than `maintenance.lock_wait_seconds`
 keeps its tables as they are until the next run (said in the output, not an error).
 
-Exit status: 0 done, 1 cannot run (config, Spark, storage).
+Exit status (jobs.contract): 0 done, 1 cannot run (config, Spark, storage).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
 from jobs.arguments import OneLineParser
+from jobs.contract import Exit, result_line
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.spark import SparkSetupError, get_spark
 from lakehouse.core.storage import StorageError, ensure_bucket
 from lakehouse.ops.maintenance import maintain, tables_to_maintain
 
-EXIT_CANNOT_RUN = 1
-RESULT_PREFIX = "maintenance result: "
+JOB = "maintenance"
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> Exit:
     parser = OneLineParser(
         prog="python -m jobs.maintenance",
         description=__doc__,
@@ -50,12 +49,12 @@ def main(argv: list[str]) -> int:
         if pinned is not None:
             print(f"    {pinned.describe()}", flush=True)
         if args.list:
-            return 0
+            return Exit.OK
         print("==> compacting and vacuuming", flush=True)
         cared, busy = maintain(spark, settings, by_writer)
     except (ConfigError, SparkSetupError, StorageError) as err:
         print(f"maintenance: {err}", file=sys.stderr)
-        return EXIT_CANNOT_RUN
+        return Exit.CANNOT_RUN
     seconds = time.monotonic() - began
     print(
         f"==> done in {seconds:.1f} s: {len(cared)} tables looked after"
@@ -70,8 +69,8 @@ def main(argv: list[str]) -> int:
         "busy": [t for b in busy for t in b.tables],
         "seconds": round(seconds, 1),
     }
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
-    return 0
+    print(result_line(JOB, result), flush=True)
+    return Exit.OK
 
 
 if __name__ == "__main__":

@@ -7,151 +7,26 @@ Reads the `events` topic from the earliest offset (the checkpoint remembers wher
 hands every micro-batch to lakehouse.speed.micro_batch. Stopping gracefully: Ctrl-C, SIGTERM,
 or create the stop file (default <state>/run/speed_layer.stop); the running batch finishes
 first, then the query stops. Whatever way it stops, a restart continues exactly where it left off.
+
+Exit status (jobs.contract): 0 stopped, 1 cannot run (config, Kafka, storage, Spark, another
+speed layer running), 2 bad arguments, 5 the query failed (a restart resumes it).
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import time
 from pathlib import Path
-from types import FrameType
-from typing import TYPE_CHECKING
 
-from jobs.arguments import OneLineParser
-from lakehouse.core.config import ConfigError, Settings, get_settings
-from lakehouse.core.delta_io import read_kafka_stream
-from lakehouse.core.kafka_io import KafkaUnavailableError, ensure_topic
-from lakehouse.core.kafka_offsets import end_offsets
-from lakehouse.core.locks import WriterBusyError, exclusive_writer
+from jobs.arguments import OneLineParser, say
+from jobs.contract import Exit
+from lakehouse.core.config import ConfigError, get_settings
+from lakehouse.core.kafka_io import KafkaUnavailableError
+from lakehouse.core.locks import WriterBusyError
 from lakehouse.core.paths import speed_layer_stop_file
-from lakehouse.core.spark import SparkSetupError, get_spark
-from lakehouse.core.storage import StorageError, ensure_bucket
-from lakehouse.speed.micro_batch import KeptVersions, MicroBatchProcessor, SpeedOutputs
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
-
-QUERY_NAME = "speed_layer"
-
-
-def start_query(
-    spark: SparkSession,
-    settings: Settings,
-    outputs: SpeedOutputs,
-    available_now: bool,
-    topic: str | None = None,
-    starting_offsets: str = "earliest",
-    max_offsets_per_trigger: int | None = None,
-    kept_versions: KeptVersions | None = None,
-) -> StreamingQuery:
-    """The speed layer's query into `outputs` (the live tables, or a replay's). The starting
-    offsets only count on a first start: afterwards the checkpoint knows where it is."""
-    checkpoint = outputs.checkpoint(settings)
-    processor = MicroBatchProcessor(
-        settings,
-        outputs,
-        checkpoint,
-        end_offsets=lambda: end_offsets(settings, topic),
-        kept_versions=kept_versions,
-    )
-    stream = read_kafka_stream(
-        spark,
-        settings,
-        topic=topic,
-        starting_offsets=starting_offsets,
-        max_offsets_per_trigger=max_offsets_per_trigger or settings.speed.max_offsets_per_trigger,
-    )
-    writer = (
-        stream.writeStream.queryName(outputs.name)
-        .foreachBatch(processor)
-        .option("checkpointLocation", checkpoint)
-    )
-    if available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{settings.speed.trigger_interval_seconds} seconds")
-    return writer.start()
-
-
-class QueryFailedError(Exception):
-    """The streaming query stopped on an error; it restarts from its checkpoint."""
-
-
-class StopRequest:
-    """Set by SIGTERM/SIGINT or by the stop file; checked between batches."""
-
-    def __init__(self, stop_file: Path) -> None:
-        self.stop_file = stop_file
-        self.signalled = False
-        self._listen()
-
-    def _listen(self) -> None:
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
-
-    def take_over(self, spark: SparkSession) -> None:
-        """Make the signals stop gracefully again once `spark` has started.
-
-        Starting the SparkContext replaces SIGINT's handler with pyspark's, which cancels every
-        job and raises KeyboardInterrupt inside whatever py4j call is running: Ctrl-C ended in
-        a 70-line crash instead of finishing the batch. And a SIGTERM to the whole process
-        group (`timeout make speed`) would end the JVM mid-batch, so the JVM ignores SIGTERM as
-        pyspark already makes it ignore SIGINT: the driver decides. It cannot outlive the
-        driver: it exits once its stdin, a pipe from the driver, closes (PythonGatewayServer).
-        """
-        self._listen()
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("TERM"), jvm.sun.misc.SignalHandler.SIG_IGN)
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.signalled = True
-
-    def __bool__(self) -> bool:
-        return self.signalled or self.stop_file.exists()
-
-
-def run_until_stopped(query: StreamingQuery, stop: StopRequest, batch_timeout: float = 600) -> None:
-    while query.isActive:
-        query.awaitTermination(1)
-        if query.isActive and stop:
-            print("==> stop requested: finishing the current batch", flush=True)
-            wait_for_running_batch(query, batch_timeout)
-            query.stop()
-    failure = query.exception()
-    if failure is not None:
-        # Spark's message leads with the cause; the full trace is in the job's log.
-        raise QueryFailedError(str(failure).strip().splitlines()[0][:2000])
-
-
-def wait_for_running_batch(query: StreamingQuery, timeout: float) -> None:
-    """Until no batch runs, or the one running now has committed (then the next has at most
-    just begun: stopping it there is safe, as any stop is, and it is redone on restart).
-    Waiting for a moment with no batch running did not do: behind a backlog the next batch
-    starts as soon as one commits, and a stop waited for the backlog (4 min, measured)."""
-    deadline = time.monotonic() + timeout
-    running = _last_committed(query)
-    while (
-        query.isActive
-        and query.status["isTriggerActive"]
-        and _last_committed(query) == running
-        and time.monotonic() < deadline
-    ):
-        time.sleep(0.05)
-
-
-def _last_committed(query: StreamingQuery) -> int | None:
-    progress = query.lastProgress
-    return None if progress is None else int(progress["batchId"])
-
-
-def start_spark(settings: Settings, stop: StopRequest) -> SparkSession:
-    spark = get_spark(QUERY_NAME, settings)
-    stop.take_over(spark)
-    return spark
+from lakehouse.core.spark import SparkSetupError
+from lakehouse.core.storage import StorageError
+from lakehouse.speed.stream import QueryFailedError, run_speed_layer
 
 
 def stop_file_path(text: str) -> Path:
@@ -169,7 +44,7 @@ def stop_file_path(text: str) -> Path:
     return path
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> Exit:
     parser = OneLineParser(
         prog="python -m jobs.speed_layer",
         description=__doc__,
@@ -187,25 +62,12 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         settings = get_settings()
-        stop = StopRequest(args.stop_file or speed_layer_stop_file())
-        if settings.storage.on_s3:
-            ensure_bucket(settings)
-        ensure_topic(settings)
-        # Only once the job can run: a stale request must not stop the new run, but a run that
-        # cannot start must leave a pending stop request as it is.
-        stop.stop_file.unlink(missing_ok=True)
-        with exclusive_writer(settings, QUERY_NAME):
-            spark = start_spark(settings, stop)
-            query = start_query(spark, settings, SpeedOutputs.live(), args.available_now)
-            print(
-                f"==> speed layer running (query id {query.id}); stop with Ctrl-C, SIGTERM or "
-                f"`touch {stop.stop_file}`",
-                flush=True,
-            )
-            run_until_stopped(query, stop)
+        run_speed_layer(
+            settings, args.stop_file or speed_layer_stop_file(), args.available_now, say
+        )
     except QueryFailedError as err:
         print(f"speed layer failed: {err}", file=sys.stderr)
-        return 2
+        return Exit.FAILED
     except (
         ConfigError,
         KafkaUnavailableError,
@@ -214,9 +76,9 @@ def main(argv: list[str]) -> int:
         WriterBusyError,
     ) as err:
         print(f"speed layer: {err}", file=sys.stderr)
-        return 1
-    print("==> speed layer stopped", flush=True)
-    return 0
+        return Exit.CANNOT_RUN
+    say("==> speed layer stopped")
+    return Exit.OK
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ back when the job ends, and a task that is stopped takes its job down with it.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.contract import Exit, describe, read_result
 from lakehouse.core.paths import REPO_ROOT
 
 
@@ -27,15 +27,14 @@ class JobOutcome:
         found = [line[len(prefix) :] for line in self.lines if line.startswith(prefix)]
         return found[-1] if found else None
 
-    def summary(self, job: str, prefix: str, succeeded: tuple[int, ...] = (0,)) -> dict[str, Any]:
-        """The JSON result `job` printed last after `prefix`, once it ended with one of the
+    def summary(self, job: str, succeeded: tuple[Exit, ...] = (Exit.OK,)) -> dict[str, Any]:
+        """The result `job` printed last (jobs.contract), once it ended with one of the
         `succeeded` statuses; any other status fails the task (the job's log says why)."""
         if self.returncode not in succeeded:
-            raise RuntimeError(f"{job} stopped with status {self.returncode}: see the log above")
-        text = self.last(prefix)
-        if text is None:
+            raise RuntimeError(f"{job} stopped with status {describe(self.returncode)}: see above")
+        found = read_result(job, self.lines)
+        if found is None:
             raise RuntimeError(f"{job} ended with status {self.returncode} but printed no result")
-        found: dict[str, Any] = json.loads(text)
         return found
 
 

@@ -24,9 +24,7 @@ from lakehouse.core.paths import state_dir
 from lakehouse.quality.suites import (
     Action,
     Check,
-    EventTimeBounds,
     Suite,
-    suite_for,
     unexpected_rows,
 )
 
@@ -35,9 +33,8 @@ if TYPE_CHECKING:
     from great_expectations.data_context import EphemeralDataContext
     from great_expectations.datasource.fluent import SparkDatasource
     from great_expectations.expectations import UnexpectedRowsExpectation
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-    from lakehouse.core.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -332,34 +329,6 @@ def validate_dataframe(
 def default_docs_dir() -> Path:
     """Where Data Docs go unless the caller says otherwise: {state}/dq/data_docs."""
     return state_dir() / "dq" / "data_docs"
-
-
-def validate_table(
-    spark: SparkSession,
-    table_name: str,
-    settings: Settings,
-    *,
-    bounds: EventTimeBounds | None = None,
-    version: int | None = None,
-    docs_dir: str | Path | None = None,
-    run_name: str | None = None,
-) -> SuiteResult:
-    """Validate a registry table's Delta snapshot (the latest, or `version`) with its suite.
-
-    Reading a snapshot never disturbs the table's one writer (one writer per table set)."""
-    from lakehouse.core.delta_io import read_table, read_table_at
-    from lakehouse.core.tables import table
-
-    target = table(table_name)
-    df = (
-        read_table(spark, target, settings)
-        if version is None
-        else read_table_at(spark, target, settings, version)
-    )
-    assert df is not None
-    return validate_dataframe(
-        df, suite_for(table_name, bounds), docs_dir=docs_dir, run_name=run_name
-    )
 
 
 def _routed(result: SuiteResult) -> list[Check]:

@@ -104,3 +104,20 @@ def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
+
+
+@pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.name)
+def test_a_dag_reads_jobs_only_through_their_contract(path: Path) -> None:
+    """A DAG runs a job as a process (dags.support.job_runner) and reads its outcome with
+    jobs.contract: importing a job module would import pyspark into the worker."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    } | {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    jobs = sorted(m for m in imported if m == "jobs" or m.startswith("jobs."))
+    assert set(jobs) <= {"jobs.contract"}, f"{path.name} imports {jobs}"

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pytest
 
-from jobs.speed_layer import start_query
 from lakehouse.batch.recompute import Interval, NoDataError, recompute_interval, vacuum_if_due
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table
@@ -32,6 +31,7 @@ from lakehouse.core.tables import table
 from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
 from lakehouse.serving.serve import serve
 from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.stream import start_query
 from lakehouse.transforms.views import VIEWS
 from tests.conftest import new_topic
 from tests.delta_files import replaced_files

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pytest
 
-from jobs.speed_layer import start_query
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table
 from lakehouse.core.kafka_offsets import end_offsets
@@ -25,6 +24,7 @@ from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.tables import table
 from lakehouse.generator.clickstream import GeneratorConfig, produce, read_ledger
 from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.stream import start_query
 from lakehouse.speed.supervisor import SpeedLayerSupervisor
 from tests.integration import airflow_client as af
 

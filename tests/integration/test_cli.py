@@ -125,7 +125,7 @@ def test_compare_with_a_removed_version_has_nothing_to_compare(
 ) -> None:
     """Not a bad request: the reconcile DAG compares every version a replay announced, and one
     may have been removed before its comparison runs."""
-    from jobs.versions import remove
+    from lakehouse.replay.promotion import remove
     from lakehouse.replay.versions import record_version_event
 
     settings = load_settings(environ={**os.environ, **local_lake(tmp_path)})

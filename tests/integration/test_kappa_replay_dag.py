@@ -59,7 +59,7 @@ def version(spark: SparkSession, services_settings: Settings) -> Iterator[str]:
     yield name
     info = _versions(spark, services_settings).get(name)
     if info is not None and info.status != "removed":
-        from jobs.versions import remove
+        from lakehouse.replay.promotion import remove
 
         with exclusive_writer(services_settings, VERSIONS, wait_seconds=60):
             remove(spark, services_settings, name)

@@ -16,19 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from jobs.quality import (
-    DOCS_PREFIX,
-    EXIT_FAILED,
-    EXIT_PASSED,
-    Outcome,
-    Request,
-    Validated,
-    record,
-)
+from jobs.contract import Exit
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table
 from lakehouse.core.paths import REPO_ROOT
 from lakehouse.core.tables import table
+from lakehouse.quality.runs import QualityOutcome, QualityRequest, Validated, record
 from lakehouse.quality.suites import Suite
 from lakehouse.quality.validate import SuiteResult
 
@@ -115,8 +108,8 @@ def read(spark: SparkSession, settings: Settings, name: str, run_id: str) -> Dat
 
 
 def docs_index(stdout: str) -> Path:
-    [line] = [line for line in stdout.splitlines() if line.startswith(DOCS_PREFIX)]
-    return Path(line.removeprefix(DOCS_PREFIX))
+    [line] = [line for line in stdout.splitlines() if line.startswith("Data Docs: ")]
+    return Path(line.removeprefix("Data Docs: "))
 
 
 def output(done: subprocess.CompletedProcess[str]) -> str:
@@ -152,7 +145,7 @@ def test_quarantined_rows_and_runs_are_recorded_once(
     settings, docs = warned_lakehouse
     tables = ["--table", "silver.events", "bronze.events_raw", "bronze.quarantine"]
     done = run_quality(settings, docs, *tables, "--run-id", "it-1")
-    assert done.returncode == EXIT_PASSED, output(done)
+    assert done.returncode == Exit.OK, output(done)
     lines = done.stdout.splitlines()
     assert any(line.startswith("silver.events (version 0): warned") for line in lines), output(done)
     assert any(line.startswith("bronze.events_raw (version 0): passed") for line in lines)
@@ -182,7 +175,7 @@ def test_a_rerun_of_a_run_id_writes_nothing_twice(spark: SparkSession, tmp_path:
     """What an Airflow retry after a crash does: record the same run id again (in-process,
     with a made-up result: the writes are what is under test)."""
     settings = lakehouse(tmp_path)
-    request = Request(("bronze.events_raw",), ARRIVED, ARRIVED + HOUR, "it-rerun", None)
+    request = QualityRequest(("bronze.events_raw",), ARRIVED, ARRIVED + HOUR, "it-rerun", None)
     result = SuiteResult(Suite("bronze.events_raw", ()), ())
     routed = spark.createDataFrame(
         [("it-rerun", "bronze.events_raw", 0, "{}", ["dq:x"], "dq:x")],
@@ -191,7 +184,7 @@ def test_a_rerun_of_a_run_id_writes_nothing_twice(spark: SparkSession, tmp_path:
     )
     for _ in range(2):
         validated = Validated("bronze.events_raw", 0, result, routed, 0.1)
-        record(spark, settings, Outcome(request, [validated]), datetime.now(UTC))
+        record(spark, settings, QualityOutcome(request, [validated]), datetime.now(UTC))
         assert validated.quarantined == 1
     assert read(spark, settings, "dq.quality_quarantine", "it-rerun").count() == 1
     [run] = read(spark, settings, "dq.quality_runs", "it-rerun").collect()
@@ -204,7 +197,7 @@ def test_a_duplicate_event_id_fails_the_run_naming_the_check(
     settings = lakehouse(tmp_path)
     write(spark, settings, "silver.events", SILVER, silver(0), silver(1), silver(2, event_id="e-0"))
     done = run_quality(settings, tmp_path / "docs", "--layer", "silver", "--run-id", "it-dup")
-    assert done.returncode == EXIT_FAILED, output(done)
+    assert done.returncode == Exit.CHECKS_FAILED, output(done)
     broken = [line for line in done.stdout.splitlines() if line.startswith("FAIL check broken")]
     assert len(broken) == 1, output(done)
     assert "silver.events: event_id_unique" in broken[0]

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from selenium.webdriver.common.by import By
 
-from jobs.reconcile import EXIT_GATE_FAILED, EXIT_PASSED, REPORT_PREFIX
-from jobs.speed_layer import start_query
+from jobs.contract import Exit
+from jobs.reconcile import REPORT_PREFIX
 from lakehouse.batch.recompute import Interval, recompute_interval
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table, table_version
@@ -39,6 +39,7 @@ from lakehouse.reconcile import (
     speed_source,
 )
 from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.stream import start_query
 from lakehouse.transforms.views import VIEWS
 from tests.conftest import new_topic
 from tests.integration.browser import Browser
@@ -210,7 +211,7 @@ def test_a_corrupted_speed_window_is_named_and_the_gate_refuses(
 
     # The job: the gate's exit status, the count and the window in its output.
     job = lake.job("corrupt", "jobs.reconcile", "--run-id", "corrupt-run")
-    assert job.returncode == EXIT_GATE_FAILED, job.stdout + job.stderr
+    assert job.returncode == Exit.CHECKS_FAILED, job.stdout + job.stderr
     assert "reconciliation gate failed: 1 window(s)" in job.stderr
     assert window in job.stderr and window in job.stdout
     report = Path(job.stdout.split(REPORT_PREFIX)[1].splitlines()[0])
@@ -222,7 +223,7 @@ def test_a_corrupted_speed_window_is_named_and_the_gate_refuses(
     # `tributary compare`: the same summary in the terminal, nothing written.
     before = _versions(spark, spoiled)
     cli = lake.job("corrupt", "jobs.cli", "compare", "--view", "event_counts_1m")
-    assert cli.returncode == EXIT_GATE_FAILED, cli.stdout + cli.stderr
+    assert cli.returncode == Exit.CHECKS_FAILED, cli.stdout + cli.stderr
     assert "event_counts_1m" in cli.stdout and window in cli.stdout
     assert "reconciliation gate failed" in cli.stdout
     assert _versions(spark, spoiled) == before, "compare without --record writes nothing"
@@ -231,11 +232,11 @@ def test_a_corrupted_speed_window_is_named_and_the_gate_refuses(
 def test_the_job_records_each_run_once_under_its_id(lake: Lake, spark: SparkSession) -> None:
     spark_settings = lake.copy("recorded")
     first = lake.job("recorded", "jobs.reconcile", "--run-id", "nightly-1")
-    assert first.returncode == EXIT_PASSED, first.stdout + first.stderr
+    assert first.returncode == Exit.OK, first.stdout + first.stderr
     assert "reconciliation gate passed" in first.stdout
     rows = _dq_rows(spark, spark_settings, "nightly-1")
     again = lake.job("recorded", "jobs.reconcile", "--run-id", "nightly-1")
-    assert again.returncode == EXIT_PASSED, again.stdout + again.stderr
+    assert again.returncode == Exit.OK, again.stdout + again.stderr
     assert _dq_rows(spark, spark_settings, "nightly-1") == rows, "a rerun replaces its rows"
     runs, windows = rows
     assert runs == len(VIEWS)

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from jobs.speed_layer import start_query
 from lakehouse.batch.recompute import Interval, recompute_interval
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table
@@ -26,6 +25,7 @@ from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.tables import BATCH, table
 from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
 from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.stream import start_query
 from lakehouse.speed.supervisor import SpeedLayerSupervisor
 from tests.integration import airflow_client as af
 

@@ -4,7 +4,6 @@ refuses a start retention has deleted, and never touches the live stream's table
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -22,9 +21,7 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from jobs.replay import run_replay
-from jobs.speed_layer import start_query
-from jobs.versions import promote, rollback, serves_all_of
+from jobs.contract import read_result
 from lakehouse.batch.recompute import Interval, recompute_interval
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table, read_table_at
@@ -34,6 +31,8 @@ from lakehouse.reconcile.gate import gate
 from lakehouse.reconcile.run import reconcile
 from lakehouse.reconcile.sources import batch_source, speed_source, stream_source
 from lakehouse.replay.plan import ReplayRequestError, ReplayStart, plan_replay
+from lakehouse.replay.promotion import promote, rollback, serves_all_of
+from lakehouse.replay.run import continue_log, run_replay
 from lakehouse.replay.versions import (
     VersionError,
     active_version,
@@ -44,6 +43,7 @@ from lakehouse.replay.versions import (
 )
 from lakehouse.serving.serve import serve
 from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.stream import start_query
 from lakehouse.transforms.views import VIEWS
 from tests.conftest import new_topic
 
@@ -123,7 +123,7 @@ def log(spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFac
 def v1(spark: SparkSession, log: Log) -> str:
     """A replay of the whole log, uninterrupted."""
     plan = plan_replay(log.settings, log.settings.kafka.topic, ReplayStart("earliest"))
-    assert run_replay(spark, log.settings, plan, "v1") == 0
+    assert run_replay(spark, log.settings, plan, "v1").status == "caught_up"
     return "v1"
 
 
@@ -214,7 +214,10 @@ def test_a_killed_replay_resumes_to_the_same_result(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
     plan = plan_replay(log.settings, log.settings.kafka.topic, ReplayStart("earliest"))
-    assert run_replay(spark, log.settings, plan, "whole", max_offsets_per_trigger=300) == 0
+    assert (
+        run_replay(spark, log.settings, plan, "whole", max_offsets_per_trigger=300).status
+        == "caught_up"
+    )
     for name in ("counts", "active_users", "sessions", "late", "quarantine"):
         killed = getattr(SpeedOutputs.replay("killed"), name).path(log.settings)
         whole = getattr(SpeedOutputs.replay("whole"), name).path(log.settings)
@@ -305,7 +308,7 @@ def test_the_retention_guard_refuses_a_deleted_start_and_force_records_the_gap(
             plan_replay(settings, topic, start)
     plan = plan_replay(settings, topic, ReplayStart("earliest"), force=True)
     assert plan.gaps == {0: 10} and plan.records == 20
-    assert run_replay(spark, settings, plan, "gap") == 0
+    assert run_replay(spark, settings, plan, "gap").status == "caught_up"
     [info] = list_versions(spark, settings)
     assert info.forced and info.gaps == {0: 10} and info.records == 20
 
@@ -356,10 +359,8 @@ def _extend(settings: Settings, version: str) -> subprocess.CompletedProcess[str
 
 
 def _replay_result(stdout: str) -> dict[str, Any]:
-    from jobs.replay import RESULT_PREFIX
-
-    [line] = [x for x in stdout.splitlines() if x.startswith(RESULT_PREFIX)]
-    parsed: dict[str, Any] = json.loads(line[len(RESULT_PREFIX) :])
+    parsed = read_result("replay", stdout.splitlines())
+    assert parsed is not None, stdout
     return parsed
 
 
@@ -371,7 +372,7 @@ def test_an_extension_reads_only_the_recent_log_and_its_windows_equal_the_batch(
     start, middle = this_hour - 3 * HOUR, this_hour - HOUR
     _produce_part(settings, tmp_path, 21, start, middle, 1000)
     plan = plan_replay(settings, settings.kafka.topic, ReplayStart("earliest"))
-    assert run_replay(spark, settings, plan, "v1") == 0
+    assert run_replay(spark, settings, plan, "v1").status == "caught_up"
     _produce_part(settings, tmp_path, 22, middle, datetime.now(UTC), 400)
 
     extended = _extend(settings, "v1")
@@ -404,17 +405,16 @@ def test_an_extension_reads_only_the_recent_log_and_its_windows_equal_the_batch(
 def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_checked(
     spark: SparkSession, kafka_up: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from jobs.replay import EXIT_NOT_SERVED, continue_log
 
     settings = settings_for(tmp_path, new_topic("scheduled"))
     kappa = settings.model_copy(update={"mode": "kappa"})
     now = datetime.now(UTC)
     _produce_part(settings, tmp_path, 31, now - 3 * HOUR, now - 2 * HOUR, 300)
     # No version is active yet: the scheduled run replays the whole log into a new version.
-    assert continue_log(settings, None, dry_run=True) == 0
+    assert continue_log(settings, None, dry_run=True).status == "planned"
     assert "no replay version is active yet" in capsys.readouterr().out
     assert list_versions(spark, settings) == [], "a dry run writes nothing"
-    assert continue_log(settings, None, dry_run=False) == 0
+    assert continue_log(settings, None, dry_run=False).status == "caught_up"
     [first] = list_versions(spark, settings)
     assert (first.version, first.status, first.records) == ("v1", "caught_up", 300)
 
@@ -428,10 +428,11 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     promoted = served_until()
     _produce_part(settings, tmp_path, 32, now - 2 * HOUR, now - HOUR, 200)
     capsys.readouterr()
-    assert continue_log(kappa, None, dry_run=False) == 0
+    outcome = continue_log(kappa, None, dry_run=False)
+    assert outcome.status == "caught_up" and outcome.result is not None
     out = capsys.readouterr().out
     assert "is the active version: serving reads what this run added now" in out, out
-    assert _replay_result(out)["new_records"] == 200 and _replay_result(out)["served"]
+    assert outcome.result["new_records"] == 200 and outcome.result["served"]
     [extended] = list_versions(spark, settings)
     assert (extended.version, extended.extensions, extended.records) == ("v1", 1, 500)
     assert active_version(spark, settings) == "v1"
@@ -450,17 +451,15 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     # Its stream also vacuums every table after each batch with no retention at all, as a
     # week of failing gates would with the default: what the pins read must stay readable.
     vacuuming = kappa.speed.model_copy(update={"vacuum_every_batches": 1, "vacuum_after_hours": 0})
-    assert (
-        continue_log(kappa.model_copy(update={"speed": vacuuming}), None, dry_run=False)
-        == EXIT_NOT_SERVED
-    )
+    outcome = continue_log(kappa.model_copy(update={"speed": vacuuming}), None, dry_run=False)
+    assert outcome.not_served and outcome.result is not None
     out = capsys.readouterr().out
     replaced = _served_files(spark, settings, "v1", pins) - _served_files(spark, settings, "v1")
     assert replaced, "the extension replaced files the pins read (else nothing was at risk)"
     assert _served_rows(spark, settings, "v1", pins) == as_served
     assert "v1 is the active version, but its gate failed" in out, out
-    assert "reconciliation gate failed" in out and not _replay_result(out)["served"]
-    assert "serving reads v1 as its last passed gate saw it (" in _replay_result(out)["unserved"]
+    assert "reconciliation gate failed" in out and not outcome.result["served"]
+    assert "serving reads v1 as its last passed gate saw it (" in outcome.result["unserved"]
     assert [v.extensions for v in list_versions(spark, settings)] == [2]
     assert served_until() == checked, "an unchecked extension is not served"
     assert not serves_all_of(spark, kappa, "v1")
@@ -506,7 +505,7 @@ def test_a_replay_leaves_the_running_live_stream_untouched(
         before = _live_versions(spark, settings)
         replay_began = datetime.now(UTC)
         plan = plan_replay(settings, settings.kafka.topic, ReplayStart("earliest"))
-        assert run_replay(spark, settings, plan, "beside") == 0
+        assert run_replay(spark, settings, plan, "beside").status == "caught_up"
         replay_ended = datetime.now(UTC)
         sending.set()
         producer.join()

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from jobs.speed_layer import start_query
 from lakehouse.core.config import Settings
 from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
 from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.stream import start_query
 from tests.conftest import new_topic
 from tests.integration import speed_checks as expect
 

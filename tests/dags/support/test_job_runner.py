@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dags.support.job_runner import JobOutcome, run_job
+from jobs.contract import Exit
 
 
 def test_the_last_result_line_is_the_summary_and_its_lines_reach_the_log() -> None:
@@ -13,15 +14,14 @@ def test_the_last_result_line_is_the_summary_and_its_lines_reach_the_log() -> No
     outcome = run_job("json.tool", ["--help"], seen.append)
     assert outcome.returncode == 0 and seen == outcome.lines and seen
 
-    printed = JobOutcome(0, ["==> working", 'RESULT {"n": 1}', "note", 'RESULT {"n": 2}'])
-    assert printed.summary("jobs.x", "RESULT ") == {"n": 2}
+    printed = JobOutcome(0, ["==> working", 'x result: {"n": 1}', "note", 'x result: {"n": 2}'])
+    assert printed.summary("x") == {"n": 2}
 
 
 def test_a_failed_status_or_a_missing_result_fails_with_the_job_s_name() -> None:
-    with pytest.raises(RuntimeError, match=r"jobs\.x stopped with status 3"):
-        JobOutcome(3, ['RESULT {"n": 1}']).summary("jobs.x", "RESULT ")
-    assert JobOutcome(4, ['RESULT {"n": 1}']).summary("jobs.x", "RESULT ", succeeded=(0, 4)) == {
-        "n": 1
-    }
-    with pytest.raises(RuntimeError, match=r"jobs\.x ended with status 0 but printed no result"):
-        JobOutcome(0, ["==> done"]).summary("jobs.x", "RESULT ")
+    with pytest.raises(RuntimeError, match=r"x stopped with status 3 \(nothing to do\)"):
+        JobOutcome(3, ['x result: {"n": 1}']).summary("x")
+    accepted = (Exit.OK, Exit.CHECKS_FAILED)
+    assert JobOutcome(4, ['x result: {"n": 1}']).summary("x", accepted) == {"n": 1}
+    with pytest.raises(RuntimeError, match=r"x ended with status 0 but printed no result"):
+        JobOutcome(0, ["==> done", 'y result: {"n": 1}']).summary("x")

@@ -8,26 +8,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobs.quality
-from jobs.quality import (
-    EXIT_BAD_ARGUMENTS,
-    LAYERS,
-    TIME_COLUMNS,
-    BadArguments,
-    Request,
-    build_parser,
-    checked_request,
-    event_time_bounds,
-    main,
-)
+from jobs.contract import Exit
+from jobs.quality import BadArguments, build_parser, checked_request, main
 from lakehouse.core.config import load_settings
 from lakehouse.core.tables import QUALITY, table
 from lakehouse.core.times import EPOCH
+from lakehouse.quality.runs import LAYERS, TIME_COLUMNS, QualityRequest, event_time_bounds
 from lakehouse.quality.suites import suite_for
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
 
-def request(*argv: str) -> Request:
+def request(*argv: str) -> QualityRequest:
     return checked_request(build_parser().parse_args(list(argv)), NOW)
 
 
@@ -84,7 +76,7 @@ def test_bad_requests_are_refused_before_anything_runs(
         request(*argv)
     # main() refuses them before loading settings or starting Spark.
     monkeypatch.setattr(jobs.quality, "get_settings", _went_too_far)
-    assert main(argv) == EXIT_BAD_ARGUMENTS
+    assert main(argv) == Exit.BAD_REQUEST
     assert "nothing written" in capsys.readouterr().err
 
 
@@ -97,7 +89,7 @@ def test_unusable_arguments_exit_with_status_2(
     monkeypatch.setattr(jobs.quality, "get_settings", _went_too_far)
     with pytest.raises(SystemExit) as exited:
         main(argv)
-    assert exited.value.code == EXIT_BAD_ARGUMENTS
+    assert exited.value.code == Exit.BAD_REQUEST
 
 
 @pytest.mark.parametrize(
@@ -114,7 +106,7 @@ def test_times_out_of_range_are_refused_in_one_line(
     monkeypatch.setattr(jobs.quality, "get_settings", _went_too_far)
     with pytest.raises(SystemExit) as exited:
         main(argv)
-    assert exited.value.code == EXIT_BAD_ARGUMENTS
+    assert exited.value.code == Exit.BAD_REQUEST
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1, err
     assert "argument --to:" in err and "outside the times Tributary handles" in err

@@ -4,16 +4,16 @@ exit status 1 (cannot run), no traceback. The services are real closed ports, no
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
-from jobs.replay import EXIT_CANNOT_RUN, served_line
+from jobs.contract import Exit
+from jobs.replay import main
 from lakehouse.core.config import load_settings
-from lakehouse.core.paths import REPO_ROOT
 from lakehouse.replay.plan import measured_rate
+from lakehouse.replay.run import served_line
 from tests.ports import closed_port
+from tests.unit.jobs.conftest import JobEnv
 
 
 @pytest.mark.parametrize(
@@ -24,29 +24,24 @@ from tests.ports import closed_port
         "minio",
     ],
 )
-def test_a_dry_run_without_kafka_says_to_start_it(profile: str) -> None:
-    says_kafka_is_down(
-        ["--dry-run"],
-        TRIBUTARY_PROFILE=profile,
-        TRIBUTARY__S3__ENDPOINT=f"http://127.0.0.1:{closed_port()}",
-    )
+def test_a_dry_run_without_kafka_says_to_start_it(
+    profile: str, job_env: JobEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_env(TRIBUTARY_PROFILE=profile, TRIBUTARY__S3__ENDPOINT=f"http://127.0.0.1:{closed_port()}")
+    says_kafka_is_down(["--dry-run"], job_env, capsys)
 
 
-def says_kafka_is_down(args: list[str], **env: str) -> None:
+def says_kafka_is_down(
+    args: list[str], job_env: JobEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`python -m jobs.replay *args` with no broker: one line saying to start it, exit 1."""
     kafka = f"127.0.0.1:{closed_port()}"
-    run = subprocess.run(
-        [sys.executable, "-m", "jobs.replay", *args],
-        cwd=REPO_ROOT,
-        env={**os.environ, "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": kafka, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == EXIT_CANNOT_RUN, run.stderr
-    assert run.stderr.strip().splitlines() == [
+    job_env(TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS=kafka)
+    assert main(args) == Exit.CANNOT_RUN
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
         f"replay: no Kafka broker at {kafka}: start it with `make up`"
-    ], run.stderr
+    ], err
 
 
 def test_without_storage_the_estimate_goes_on_without_a_measured_rate() -> None:
@@ -59,15 +54,15 @@ def test_without_storage_the_estimate_goes_on_without_a_measured_rate() -> None:
 
 
 @pytest.mark.parametrize("continuation", ["--scheduled", "--extend=v1"])
-def test_a_continuation_checks_kafka_before_it_starts_spark(continuation: str) -> None:
-    """Its plan comes after Spark has started (it reads the versions table), so Kafka being
-    down used to take 25 s to say. With the Spark master down too, the Kafka line shows
-    that Spark was never started."""
-    says_kafka_is_down(
-        [continuation, "--dry-run"],
-        TRIBUTARY_PROFILE="local",
-        TRIBUTARY__SPARK__MASTER=f"spark://127.0.0.1:{closed_port()}",
+def test_a_continuation_checks_kafka_before_it_starts_spark(
+    continuation: str, job_env: JobEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its plan needs Spark (it reads the versions table), so Kafka is checked first: with the
+    Spark master down too, the Kafka line shows that Spark was never started."""
+    job_env(
+        TRIBUTARY_PROFILE="local", TRIBUTARY__SPARK__MASTER=f"spark://127.0.0.1:{closed_port()}"
     )
+    says_kafka_is_down([continuation, "--dry-run"], job_env, capsys)
 
 
 def test_an_extension_served_says_what_serving_reads_in_each_mode() -> None:

@@ -62,7 +62,7 @@ def test_once_spark_has_started_the_signals_still_stop_gracefully(tmp_path: Path
     script = (
         "import os, signal, sys, time\n"
         "from pathlib import Path\n"
-        "from jobs.speed_layer import StopRequest, start_spark\n"
+        "from lakehouse.speed.stream import StopRequest, start_spark\n"
         "from lakehouse.core.config import get_settings\n"
         "stop = StopRequest(Path(sys.argv[1]))\n"
         "spark = start_spark(get_settings(), stop)\n"

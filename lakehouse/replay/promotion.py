@@ -1,0 +1,233 @@
+"""Promotion of replay versions: which one serving reads, and the gate a version passes first.
+
+Promotion switches ops.serving_pointer in one Delta commit: readers of the serving layer see
+the old or the new version, never a mix. It is refused unless the replay has caught up and its
+reconciliation gate passed (replay vs live, and in lambda mode replay vs batch); forced, the
+pointer records that and what the gate said. Serving reads a version as its gate saw it (its
+tables pinned at the versions checked): what a later extension adds is served once that
+extension's gate passed (`advance`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from lakehouse.core.config import Settings
+from lakehouse.core.locks import exclusive_writer
+from lakehouse.core.tables import VERSIONS
+from lakehouse.replay.plan import check_version_name
+from lakehouse.replay.versions import (
+    LIVE,
+    VersionError,
+    VersionInfo,
+    active_version,
+    list_versions,
+    outputs_of,
+    pinned_since,
+    pins_of,
+    pointer_history,
+    switch_pointer,
+    table_versions,
+    unserved_note,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakehouse.reconcile.gate import GateVerdict
+
+Say = Callable[[str], None]
+
+
+class GateFailedError(VersionError):
+    """The version's reconciliation gate failed: it was not promoted (nothing changed)."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Every version, its size on storage, the active one and whether serving reads all of it."""
+
+    versions: list[VersionInfo]
+    sizes_mb: dict[str, float | None]
+    active: str
+    unserved: str | None  # why serving reads less of the active version than it holds
+
+
+def list_all(spark: SparkSession, settings: Settings) -> Listing:
+    versions = list_versions(spark, settings)
+    sizes = {v.version: size_mb(spark, settings, v.version) for v in versions}
+    active = active_version(spark, settings)
+    unserved = None
+    if not serves_all_of(spark, settings, active):
+        since = pinned_since(pointer_history(spark, settings), active)
+        unserved = unserved_note(active, since, datetime.now(UTC))
+    return Listing(versions, sizes, active, unserved)
+
+
+def promotion_gate(
+    spark: SparkSession, settings: Settings, version: str, say: Say = print
+) -> GateVerdict:
+    """Replay vs live (the replay = live + the late events live set aside) and, in lambda
+    mode, batch vs replay; every comparison must pass and compare something."""
+    from lakehouse.reconcile.gate import GateVerdict, gate
+    from lakehouse.reconcile.run import reconcile
+    from lakehouse.reconcile.sources import batch_source, speed_source, stream_source
+    from lakehouse.transforms.views import VIEWS
+
+    replay = stream_source(outputs_of(version), f"replay_{version}")
+    pairs = [(replay, speed_source())]
+    if settings.mode == "lambda":
+        pairs.append((batch_source(), replay))
+    reasons, first, beyond = [], [], 0
+    for left, right in pairs:
+        run = reconcile(
+            spark,
+            settings,
+            left,
+            right,
+            list(VIEWS),
+            f"promote-{version}-{left.name}-vs-{right.name}",
+            datetime.now(UTC),
+        )
+        try:
+            verdict = gate(run, require_compared=True)
+        finally:
+            run.release()
+        say(f"    {left.name} vs {right.name}: {verdict.message()}")
+        beyond += verdict.beyond_threshold
+        reasons += [f"{left.name} vs {right.name}: {r}" for r in verdict.reasons]
+        first += verdict.first_windows
+    return GateVerdict(not reasons, beyond, reasons, first)
+
+
+def promote(
+    spark: SparkSession, settings: Settings, version: str, force: bool, say: Say = print
+) -> str:
+    """Make `version` the one serving reads, or, when it already is, let serving read what
+    its extensions added since its gate last passed (an "advance")."""
+    info = _existing(spark, settings, version)
+    if info.status != "caught_up":
+        raise VersionError(f"{version} has not caught up (status {info.status}): let it finish")
+    if info.active and serves_all_of(spark, settings, version):
+        raise VersionError(f"{version} is already the active version; serving reads all of it")
+    action = "advance" if info.active else "promote"
+    verdict = gated_switch(spark, settings, version, action, force, say)
+    if not verdict.passed and not force:
+        raise GateFailedError(
+            f"promotion of {version} refused: {verdict.message()}\n"
+            "(fix the cause and replay again, or promote with --force: it is recorded)"
+        )
+    done = (
+        f"advanced {version} to what its extensions added" if info.active else f"promoted {version}"
+    )
+    return done + (" (forced past a failed gate)" if not verdict.passed else "")
+
+
+def serves_all_of(spark: SparkSession, settings: Settings, version: str) -> bool:
+    """Whether serving reads everything `version` holds (no unchecked writes beyond its pins)."""
+    if version == LIVE:
+        return True
+    checked = pins_of(pointer_history(spark, settings), version)
+    return checked is None or checked == table_versions(spark, settings, version)
+
+
+def advance_extension(
+    spark: SparkSession, settings: Settings, version: str, say: Say = print
+) -> GateVerdict | None:
+    """After an extension of `version`: if it is (still) the active version, let serving read
+    what it added when the gate passes. None: it is not active, nothing to check."""
+    with exclusive_writer(settings, VERSIONS, wait_seconds=600):
+        if version != active_version(spark, settings):
+            return None
+        return gated_switch(spark, settings, version, "advance", say=say)
+
+
+def gated_switch(
+    spark: SparkSession,
+    settings: Settings,
+    version: str,
+    action: str,
+    force: bool = False,
+    say: Say = print,
+) -> GateVerdict:
+    """Run `version`'s gate; if it passes (or `force`), switch serving to the version as it
+    is now, pinned: what it writes later is served only after its own gate."""
+    # Pinned before the gate, so serving never reads beyond what the gate saw.
+    pins = table_versions(spark, settings, version)
+    say(f"==> reconciliation gate for {version}")
+    verdict = promotion_gate(spark, settings, version, say)
+    if verdict.passed or force:
+        switch_pointer(
+            spark, settings, action, version, version, force, verdict.message(), pins=pins
+        )
+    return verdict
+
+
+def rollback(spark: SparkSession, settings: Settings) -> str:
+    # The actives form a stack: a promotion pushes, a rollback pops back to what was before.
+    stack = [LIVE]
+    for row in pointer_history(spark, settings):
+        if row["action"] == "promote":
+            stack.append(row["version"])
+        elif row["action"] == "rollback" and len(stack) > 1:
+            stack.pop()
+    if len(stack) == 1:
+        raise VersionError("nothing to roll back: the live tables are what serving reads")
+    current, before = stack[-1], stack[-2]
+    if before != LIVE and _existing(spark, settings, before).status == "removed":
+        raise VersionError(f"cannot roll back to {before}: it was removed")
+    switch_pointer(spark, settings, "rollback", current, before)
+    return f"rolled back from {current} to {before}"
+
+
+def remove(spark: SparkSession, settings: Settings, version: str) -> str:
+    info = _existing(spark, settings, version)
+    if info.active or version == active_version(spark, settings):
+        raise VersionError(f"{version} is the active version: promote or roll back first")
+    if info.status == "removed":
+        raise VersionError(f"{version} is already removed")
+    if info.status == "running":
+        raise VersionError(f"{version} is still running: stop it first")
+    if info.status == "extending":
+        raise VersionError(
+            f"{version} is being extended, or its extension was interrupted: let it finish "
+            f"(`python -m jobs.replay --extend {version}` resumes it)"
+        )
+    outputs = outputs_of(version)
+    _delete(spark, outputs.progress.path(settings).rsplit("/", 1)[0])
+    _delete(spark, outputs.checkpoint(settings))
+    switch_pointer(spark, settings, "remove", version, active_version(spark, settings))
+    return f"removed {version} (tables and checkpoint)"
+
+
+def _existing(spark: SparkSession, settings: Settings, version: str) -> VersionInfo:
+    check_version_name(version)
+    found = {v.version: v for v in list_versions(spark, settings)}
+    if version not in found:
+        known = ", ".join(found) or "none yet"
+        raise VersionError(f"no version {version!r}; versions: {known}")
+    return found[version]
+
+
+def _delete(spark: SparkSession, path: str) -> None:
+    """Delete a folder on local disk or S3 alike, through Hadoop's file system."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs.delete(hadoop_path, True)
+
+
+def size_mb(spark: SparkSession, settings: Settings, version: str) -> float | None:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(
+        outputs_of(version).progress.path(settings).rsplit("/", 1)[0]
+    )
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(path):
+        return None
+    return float(fs.getContentSummary(path).getLength()) / 1e6
