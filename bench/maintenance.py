@@ -19,7 +19,6 @@ from datetime import UTC, datetime, timedelta
 
 from bench.batch_layer import bench_settings
 from bench.report import save_results
-from lakehouse.batch.recompute import RUNS_SCHEMA
 from lakehouse.core.spark import get_spark
 from lakehouse.core.tables import table
 from lakehouse.ops.maintenance import look_after
@@ -59,9 +58,9 @@ def main() -> None:
             }
             for name in VIEWS
         ]
-        spark.createDataFrame(rows, RUNS_SCHEMA).coalesce(1).write.format("delta").mode(
-            "append"
-        ).save(runs.path(settings))
+        spark.createDataFrame(rows, table("ops.batch_runs").spark_schema()).coalesce(
+            1
+        ).write.format("delta").mode("append").save(runs.path(settings))
         if (i + 1) % 100 == 0:
             print(f"    {i + 1}/{args.runs} runs recorded", flush=True)
 

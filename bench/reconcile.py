@@ -82,7 +82,7 @@ def build(spark: Any, settings: Settings, events: int, days: int, users: int) ->
     """The batch, speed and late tables and the run/progress rows; rows per table."""
     from pyspark.sql import functions as F
 
-    from lakehouse.batch.recompute import RUNS_SCHEMA
+    from lakehouse.core.tables import table
 
     end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     start = end - timedelta(days=days)
@@ -118,7 +118,7 @@ def build(spark: Any, settings: Settings, events: int, days: int, users: int) ->
         }
         for name, v in VIEWS.items()
     ]
-    save(spark.createDataFrame(runs, RUNS_SCHEMA), "ops.batch_runs")
+    save(spark.createDataFrame(runs, table("ops.batch_runs").spark_schema()), "ops.batch_runs")
     watermark = int((end + timedelta(days=1)).timestamp() * 1e6)
     progress = spark.createDataFrame(
         [(end, watermark)], "processed_at timestamp, watermark_micros long"

@@ -7,7 +7,7 @@ A stream that runs for days commits every few seconds: each commit adds files to
 and the views' MERGEs read those tables. A 5-minute benchmark cannot see what that does after
 a day, so this one compresses event time: every micro-batch carries --minutes-per-batch
 minutes of events (users come and go, so sessions close and windows pile up) and is handed to
-the speed layer's own foreachBatch code (lakehouse.speed_batch.MicroBatchProcessor) straight
+the speed layer's own foreachBatch code (lakehouse.speed.micro_batch.MicroBatchProcessor) straight
 after the previous one, with no Kafka in between: only the tables' growth differs from batch
 to batch. 300 batches of 1 minute leave tables with 300 commits and 5 hours of windows.
 

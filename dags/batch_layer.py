@@ -12,7 +12,7 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 
 log = logging.getLogger("tributary.dags.batch_layer")
 
-# lakehouse.views.VIEWS; not imported, as DAG files import lakehouse only in tasks.
+# lakehouse.transforms.views.VIEWS; not imported, as DAG files import lakehouse only in tasks.
 VIEWS = ["event_counts_1m", "active_users_10m", "user_sessions"]
 # One asset per batch view, so reconciliation can be scheduled on data, not on time.
 ASSETS = [Asset(name=f"batch.{v}", uri=f"tributary://batch/{v}") for v in VIEWS]

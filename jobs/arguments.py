@@ -21,7 +21,7 @@ class OneLineParser(argparse.ArgumentParser):
     A subcommand's parser is one too (add_parser makes it of this class)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # With abbreviations `--form` was taken as --format, and refused the time it was given.
+        # With abbreviations, a misspelt option can silently be another one (--form: --format).
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 

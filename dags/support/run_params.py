@@ -1,6 +1,6 @@
 """An Airflow run's parameters (its trigger form or conf), checked against those its DAG
 declares. Airflow keeps a name it does not know as one more parameter, so a misspelt one
-(`{"actoin": "stop"}`) was ignored and the run did its default (`ensure`) instead."""
+(`{"actoin": "stop"}`) would be ignored and the run would do its default instead."""
 
 from __future__ import annotations
 

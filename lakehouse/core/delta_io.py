@@ -87,16 +87,36 @@ TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
-def small_frame(spark: SparkSession, rows: list[Any], schema: str) -> DataFrame:
-    """A few rows built on the driver, as one partition. Spark slices local rows across the
+def small_frame(spark: SparkSession, rows: list[Any], table: Table) -> DataFrame:
+    """A few rows for `table` (tuples in its columns' order, or dicts), built on the driver,
+    as one partition. Spark slices local rows across the
     cores, and a write of a slice without rows leaves an empty file that no commit adds
     (Delta 4.4): one per progress row, every micro-batch, until a vacuum lists the folder."""
-    return spark.createDataFrame(rows, schema).coalesce(1)
+    return spark.createDataFrame(rows, table.spark_schema()).coalesce(1)
+
+
+class SchemaMismatchError(Exception):
+    """A writer's rows lack columns its table declares, or have others (lakehouse.core.tables)."""
+
+
+def conformed(df: DataFrame, table: Table) -> DataFrame:
+    """`df` with the columns `table` declares, in the registry's order, once their names and
+    types match it: a table is created, and appended to, only with its declared schema."""
+    declared = {f.name: f.dataType.simpleString() for f in table.spark_schema().fields}
+    given = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    if given != declared:
+        missing = [f"{n} {t}" for n, t in declared.items() if given.get(n) != t]
+        extra = [f"{n} {t}" for n, t in given.items() if declared.get(n) != t]
+        raise SchemaMismatchError(
+            f"rows for {table.name} do not match its declared schema: missing "
+            f"{', '.join(missing) or 'nothing'}; not declared {', '.join(extra) or 'nothing'}"
+        )
+    return df.select(*(f"`{name}`" for name in declared))
 
 
 def append_once(df: DataFrame, table: Table, settings: Settings, app_id: str, version: int) -> None:
     writer = (
-        with_layout(df, table)
+        with_layout(conformed(df, table), table)
         .write.format("delta")
         .mode("append")
         .option("txnAppId", app_id)
@@ -172,8 +192,8 @@ def compact_small_files(
 # (Delta 4) ignoring RETAIN unless it is 0, for the table's deletedFileRetentionDuration.
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 RETENTION_IGNORED = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
-# Tasks the folder listing is split into; Spark's default of 10,000 made a vacuum of a
-# 160-file table take 13-17 s on two cores, against 2.3-3 s with a task per core.
+# Tasks the folder listing is split into: a task per core. Spark's default of 10,000 makes a
+# vacuum of a small table mostly task overhead.
 LISTING_TASKS = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
@@ -186,7 +206,7 @@ def vacuum_replaced_files(
     no rows). Versions older than that can no longer be read (time travel).
 
     FULL, that is by listing the table's folder: LITE finds only the files the log says were
-    replaced, and left the others on disk for ever (measured).
+    replaced, and would leave the others on disk for ever.
     """
     session = spark.newSession()
     session.conf.set(RETENTION_CHECK, "false")
@@ -296,7 +316,7 @@ def overwrite_where(
     if table.writer != writer:
         raise WrongWriterError(f"{writer} may not write {table.name}: its writer is {table.writer}")
     writer_ = (
-        with_layout(df, table)
+        with_layout(conformed(df, table), table)
         .write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", condition)

@@ -49,19 +49,19 @@ def spark_conf(settings: Settings, jars_dir: Path | None = None) -> dict[str, st
         DELTA_LOG_TASKS: str(settings.spark.delta_log_tasks),
         "spark.ui.showConsoleProgress": "false",
         # Compiled query code is reused by its text. A micro-batch runs about 200 distinct
-        # pieces (Delta's commits included); with the default 100 the cache evicted them all
-        # before the next batch: 3,000 compilations in 2 minutes, 700 with this (measured).
+        # pieces (Delta's commits included); the default of 100 evicts them all before the
+        # next batch.
         "spark.sql.codegen.cache.maxEntries": "4000",
         # Delta 4 refuses to read a version older than the table's deletedFileRetentionDuration
         # (7 days) once a newer one exists, lest a vacuum have deleted its files. We read such
-        # versions on purpose and our vacuums keep them (lakehouse.delta_io.retention_keeping):
+        # versions on purpose and our vacuums keep them (lakehouse.core.delta_io.retention_keeping):
         # a replay version at its pins, the batch views at their last run, silver as a batch
-        # failed a week ago left it. With the check, each broke after a week's pause.
+        # failed a week ago left it.
         "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration": (
             "false"
         ),
         # The parallel collector: Spark's row-at-a-time work pays G1's write barriers on
-        # every object (measured on the 10M-event batch layer: 10% faster).
+        # every object.
         "spark.driver.extraJavaOptions": (
             f"-XX:+UseParallelGC -Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
         ),
@@ -140,7 +140,7 @@ def get_spark(
 
 def _check_master(master: str, timeout_seconds: float = 5) -> None:
     """A standalone master that does not answer, before the JVM starts: Spark itself tries
-    to register three times, 20 s apart, and then fails in Java lines (measured: 66 s)."""
+    to register three times, 20 s apart, and then fails in Java lines."""
     if not master.startswith("spark://"):
         return
     # spark://host:port, or spark://h1:p1,h2:p2 for masters with a standby: one must answer.
@@ -202,7 +202,7 @@ def release_local_checkpoint(df: DataFrame) -> None:
 # its own log, ...): generated code (the default) or interpreted expressions.
 PROJECTIONS = "spark.sql.codegen.factoryMode"
 # Settings that change how a session's jobs run, never what they compute. A session made for
-# one write (lakehouse.delta_io.merge_once) starts from the application's settings, so it
+# one write (lakehouse.core.delta_io.merge_once) starts from the application's settings, so it
 # carries these over from the session it serves, which may have changed them.
 HOW_TO_RUN = (PROJECTIONS, DELTA_LOG_TASKS)
 
@@ -214,10 +214,8 @@ def interpreted_projections(spark: SparkSession, enabled: bool) -> Iterator[None
 
     Every task writes out the projection's Java source again before it finds the compiled
     class in the cache; for Delta's log, a schema of hundreds of fields, that is most of a
-    small job's time. Measured on the speed layer at 500 events/s: median micro-batch 6.2-6.8 s
-    with generated projections, 4.9 s interpreted (4.1-4.6 s in the README's later runs,
-    local disk and MinIO). On large batches interpreting is slower
-    (a 2M-event replay: 50 s -> 60 s), hence the switch."""
+    small job's time. On large batches interpreting is slower, hence the switch
+    (docs/performance.md)."""
     if not enabled:
         yield
         return

@@ -1,15 +1,22 @@
-"""The table registry: every Delta table, where it lives and which job may write it.
+"""The table registry: every Delta table, its schema, where it lives and which job writes it.
 
 Jobs ask for a table by name (`table("bronze.events_raw")`) and get its location from the
-configured storage root; no job contains a path. `writer` names the one Spark application
-allowed to write the table (one writer per table set: lakehouse.core.locks).
+configured storage root; no job contains a path. `schema` is the table's columns as readers see
+them, declared here once: every write is checked against it and conformed to its column order
+(lakehouse.core.delta_io), so the first write creates the table with exactly these columns.
+`writer` names the one Spark application allowed to write the table (one writer per table
+set: lakehouse.core.locks).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lakehouse.core.config import Settings, get_settings
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 
 
 class UnknownTableError(KeyError):
@@ -22,15 +29,14 @@ class Table:
     name: str  # "<stage>.<table>"
     writer: str  # the job (module under jobs/) that owns writes
     description: str
+    schema: str  # Spark DDL: "name type, ..." (no layout columns)
     partition_by: tuple[str, ...] = ()
     # Delta writes a checkpoint every this many commits (set when the table is created). The
-    # stream's tables commit every micro-batch; distinct primes near 100 keep their
-    # checkpoints (each a Spark job of its own) from landing in the same batch: at Delta's
-    # default of 10 they all did, every tenth batch, which took 9.6 s against 6 s (measured).
+    # stream's tables commit every micro-batch; distinct primes keep their checkpoints (each a
+    # Spark job of its own) from landing in the same micro-batch.
     checkpoint_interval: int | None = None
     # Columns Delta keeps min/max statistics for (set when the table is created; None: its
-    # default, the first 32). Only columns that queries filter on pay for themselves: on
-    # silver, the statistics of all fifteen columns took 3 s of an 11.6 s append of 5M rows.
+    # default, the first 32). Only columns that queries filter on pay for their cost.
     stats_columns: tuple[str, ...] | None = None
     # Columns the writers add to every row, (name, SQL expression over the row's columns), to
     # partition the table by after `partition_by`; readers never see them.
@@ -43,6 +49,13 @@ class Table:
     @property
     def partition_columns(self) -> tuple[str, ...]:
         return (*self.partition_by, *self.layout_names)
+
+    def spark_schema(self) -> StructType:
+        from pyspark.sql.types import StructType
+
+        parsed = StructType.fromDDL(self.schema)
+        assert isinstance(parsed, StructType)
+        return parsed
 
     @property
     def stage(self) -> str:
@@ -64,10 +77,8 @@ def hour_of(column: str) -> str:
 
 
 # The stream's views are partitioned by the hour their rows start in. A MERGE rewrites every
-# file it touches, and the view's files are the output of the previous MERGE: in one
-# unpartitioned table each MERGE rewrote the whole view (a 26-hour run: 157,000 session rows
-# copied to change 2,000). By hour, it rewrites the hours its batch reaches (measured in
-# bench.speed_aging).
+# file it touches: unpartitioned, each MERGE rewrote the whole view; by hour, only the hours
+# its micro-batch reaches.
 WINDOW_HOUR = (("window_hour", hour_of("window_start")),)
 SESSION_HOUR = (("session_hour", hour_of("session_start")),)
 
@@ -78,6 +89,83 @@ VERSIONS = "versions"  # ops.serving_pointer: promotion, rollback, removal of re
 RECONCILE = "reconcile"
 QUALITY = "quality"  # jobs/quality.py: Great Expectations suites on the tables' snapshots
 
+# Column sets several tables share.
+EVENT = (
+    "event_id string, event_type string, user_id string, session_id string, page string, "
+    "product_id string, amount decimal(18,2), event_time timestamp, sent_at timestamp, "
+    "event_date date, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp, "
+    "ingested_at timestamp"
+)
+RAW = (
+    "key string, value string, topic string, partition int, offset bigint, "
+    "kafka_timestamp timestamp, ingested_at timestamp"
+)
+QUARANTINE = (
+    "topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp, "
+    "key string, value string, value_bytes int, reasons array<string>, reason string, "
+    "quarantined_at timestamp"
+)
+EVENT_COUNTS = (
+    "window_start timestamp, window_end timestamp, event_type string, events bigint, "
+    "amount_sum decimal(18,2)"
+)
+ACTIVE_USERS = (
+    "window_start timestamp, window_end timestamp, page string, users array<string>, "
+    "active_users int, events bigint"
+)
+SESSIONS = (
+    "user_id string, session_start timestamp, session_end timestamp, events bigint, "
+    "revenue decimal(18,2), duration_seconds bigint"
+)
+PROGRESS = (
+    "app_id string, batch_id bigint, processed_at timestamp, duration_seconds double, "
+    "input_rows bigint, rows_per_second double, quarantined bigint, duplicates bigint, "
+    "new_events bigint, late_events bigint, on_time_events bigint, watermark_micros bigint, "
+    "newest_event_micros bigint, freshness_seconds double, silver_version bigint, "
+    "offsets map<int,bigint>, kafka_lag map<int,bigint>, total_lag bigint, "
+    "step_seconds map<string,double>, watermark timestamp, newest_event_time timestamp"
+)
+VERSION_EVENTS = (
+    "version string, event string, at timestamp, by string, topic string, start string, "
+    "start_offsets map<int,bigint>, end_offsets map<int,bigint>, gaps map<int,bigint>, "
+    "forced boolean, records bigint, seconds double, rate double, watermark_micros bigint, "
+    "note string"
+)
+POINTER = (
+    "at timestamp, action string, version string, previous string, active string, "
+    "forced boolean, gate string, by string, pins map<string,bigint>"
+)
+BATCH_RUNS = (
+    "run_id string, view string, interval_start timestamp, interval_end timestamp, "
+    "final_until timestamp, rows bigint, table_version bigint, bronze_version bigint, "
+    "ingest_high_water timestamp, watermark timestamp, events bigint, started_at timestamp, "
+    "finished_at timestamp, duration_seconds double"
+)
+MEASURE = "struct<left: double, right: double, difference: double, unexplained: double>"
+RECONCILIATION_WINDOWS = (
+    "run_id string, view string, left_source string, right_source string, "
+    f"key map<string,string>, window_time timestamp, measures map<string,{MEASURE}>, "
+    "status string, beyond_threshold boolean, explanation string"
+)
+RECONCILIATION_RUNS = (
+    "run_id string, view string, left_source string, right_source string, "
+    "started_at timestamp, range_start timestamp, range_end timestamp, compared bigint, "
+    "equal bigint, explained bigint, unexplained bigint, beyond_threshold bigint, open bigint, "
+    "verdict string, verdict_reasons array<string>, first_windows array<string>, "
+    "thresholds map<string,double>, max_unexplained_windows bigint, report_path string, "
+    "note string"
+)
+QUALITY_RUNS = (
+    "run_id string, table_name string, table_version bigint, verdict string, "
+    "range_start timestamp, range_end timestamp, failures map<string,bigint>, "
+    "broken string, quarantined bigint, seconds double, data_docs string, checked_at timestamp"
+)
+QUALITY_QUARANTINE = (
+    "run_id string, table_name string, table_version bigint, row string, "
+    "reasons array<string>, reason string, checked_at timestamp"
+)
+
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -85,6 +173,7 @@ TABLES: dict[str, Table] = {
             "bronze.events_raw",
             SPEED,
             "Every Kafka record as received: key, value and Kafka coordinates. The master dataset.",
+            schema=RAW,
             checkpoint_interval=97,
             # The batch layer reads bronze by ingest time.
             stats_columns=("kafka_timestamp", "ingested_at", "partition", "offset"),
@@ -93,12 +182,14 @@ TABLES: dict[str, Table] = {
             "bronze.quarantine",
             SPEED,
             "Records that break the event contract: the raw record and a reason per broken rule",
+            schema=QUARANTINE,
             checkpoint_interval=89,
         ),
         Table(
             "silver.events",
             SPEED,
             "Accepted events, typed and deduplicated by event_id",
+            schema=f"{EVENT}, arrived_late boolean",
             partition_by=("event_date",),
             checkpoint_interval=101,
             # The speed layer's dedup looks up silver by event time.
@@ -108,6 +199,7 @@ TABLES: dict[str, Table] = {
             "speed.event_counts_1m",
             SPEED,
             "1-minute tumbling windows per event_type: events and amount sum (on-time events)",
+            schema=EVENT_COUNTS,
             checkpoint_interval=103,
             layout_columns=WINDOW_HOUR,
         ),
@@ -115,6 +207,7 @@ TABLES: dict[str, Table] = {
             "speed.active_users_10m",
             SPEED,
             "10-minute windows sliding every minute, per page: distinct users and events",
+            schema=ACTIVE_USERS,
             checkpoint_interval=107,
             layout_columns=WINDOW_HOUR,
         ),
@@ -122,6 +215,7 @@ TABLES: dict[str, Table] = {
             "speed.user_sessions",
             SPEED,
             "Per-user sessions closed by 30 minutes of inactivity: events, duration, revenue",
+            schema=SESSIONS,
             checkpoint_interval=109,
             layout_columns=SESSION_HOUR,
         ),
@@ -129,63 +223,75 @@ TABLES: dict[str, Table] = {
             "speed.late_events",
             SPEED,
             "Accepted events that arrived after the watermark had closed their windows",
+            schema=f"{EVENT}, watermark timestamp",
             checkpoint_interval=113,
         ),
         Table(
             "ops.speed_progress",
             SPEED,
             "One row per micro-batch: counts, watermark, duration, Kafka lag, freshness",
+            schema=PROGRESS,
             checkpoint_interval=83,
         ),
         Table(
             "batch.event_counts_1m",
             BATCH,
             "1-minute tumbling windows per event_type, recomputed complete from bronze",
+            schema=EVENT_COUNTS,
         ),
         Table(
             "batch.active_users_10m",
             BATCH,
             "10-minute sliding windows per page, recomputed complete from bronze",
+            schema=ACTIVE_USERS,
         ),
         Table(
             "batch.user_sessions",
             BATCH,
             "Per-user sessions, recomputed complete from bronze",
+            schema=SESSIONS,
         ),
         Table(
             "ops.replay_versions",
             REPLAY,
             "Replay versions' life: planned (offset ranges, gaps), caught up (records, rate)",
+            schema=VERSION_EVENTS,
         ),
         Table(
             "ops.serving_pointer",
             VERSIONS,
             "Which stream output the serving layer reads: one row per promotion or rollback",
+            schema=POINTER,
         ),
         Table(
             "ops.batch_runs",
             BATCH,
             "One row per view per batch run: interval, bronze version read, final-until mark",
+            schema=BATCH_RUNS,
         ),
         Table(
             "dq.reconciliation_runs",
             RECONCILE,
             "One row per reconciliation run and view: sides, counts per status, verdict, report",
+            schema=RECONCILIATION_RUNS,
         ),
         Table(
             "dq.reconciliation_windows",
             RECONCILE,
             "Per run and view key: both sides' measures, difference, status and explanation",
+            schema=RECONCILIATION_WINDOWS,
         ),
         Table(
             "dq.quality_runs",
             QUALITY,
             "One row per quality run and table: version validated, verdict, broken checks, docs",
+            schema=QUALITY_RUNS,
         ),
         Table(
             "dq.quality_quarantine",
             QUALITY,
             "Rows a quality run's QUARANTINE checks refused: table, version, row as JSON, reasons",
+            schema=QUALITY_QUARANTINE,
         ),
     )
 }

@@ -144,13 +144,6 @@ def validate_one(
     return Validated(name, version, result, routed, round(time.monotonic() - began, 2))
 
 
-RUNS_SCHEMA = (
-    "run_id string, table_name string, table_version long, verdict string, "
-    "range_start timestamp, range_end timestamp, failures map<string,bigint>, "
-    "broken string, quarantined long, seconds double, data_docs string, checked_at timestamp"
-)
-
-
 def _broken_json(result: SuiteResult) -> str:
     return json.dumps(
         [
@@ -211,7 +204,7 @@ def record(
         )
         for v in outcome.validated
     ]
-    append_once(small_frame(spark, rows, RUNS_SCHEMA), runs, settings, app_id, 0)
+    append_once(small_frame(spark, rows, runs), runs, settings, app_id, 0)
 
 
 def result_of(outcome: QualityOutcome) -> dict[str, Any]:

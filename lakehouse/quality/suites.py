@@ -5,7 +5,7 @@ broken expectation means for the run:
 
     FAIL        the table is wrong (a pipeline bug): the run fails
     WARN        suspicious but usable: the run goes on, the result says so
-    QUARANTINE  the offending rows are routed to bronze.quarantine with "dq:<check>"
+    QUARANTINE  the offending rows are routed to dq.quality_quarantine with "dq:<check>"
 
 QUARANTINE only fits expectations that judge one row at a time, so that "the offending rows"
 can be selected with a filter; `unexpected_rows` is that filter, derived from the

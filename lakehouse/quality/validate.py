@@ -270,8 +270,8 @@ def validate_dataframe(
     `examples`: how many unexpected values to keep per broken check (a second, smaller
     validation of the broken checks only, with its own Data Docs page).
     `cache`: persist `df` while GX runs its few Spark jobs. Off by default: on a Delta
-    snapshot each job reads only the columns it needs, which measured 2-3x faster than
-    caching every column first. Cache (or pass True) when `df` is costly to recompute.
+    snapshot each job reads only the columns it needs, which beats caching every column
+    first. Cache (or pass True) when `df` is costly to recompute.
     """
     from pyspark import StorageLevel
 

@@ -29,20 +29,6 @@ if TYPE_CHECKING:
 
 WINDOWS = table("dq.reconciliation_windows")
 RUNS = table("dq.reconciliation_runs")
-MEASURE = "struct<left: double, right: double, difference: double, unexplained: double>"
-WINDOWS_SCHEMA = (
-    "run_id string, view string, left_source string, right_source string, "
-    f"key map<string, string>, window_time timestamp, measures map<string, {MEASURE}>, "
-    "status string, beyond_threshold boolean, explanation string"
-)
-RUNS_SCHEMA = (
-    "run_id string, view string, left_source string, right_source string, "
-    "started_at timestamp, range_start timestamp, range_end timestamp, compared long, "
-    "equal long, explained long, unexplained long, beyond_threshold long, open long, "
-    "verdict string, verdict_reasons array<string>, first_windows array<string>, "
-    "thresholds map<string, double>, max_unexplained_windows long, report_path string, "
-    "note string"
-)
 
 
 def window_records(run: Reconciliation, v: ViewComparison) -> DataFrame | None:
@@ -95,7 +81,7 @@ def write_records(
     windows = (
         reduce(lambda a, b: a.unionByName(b), parts)
         if parts
-        else spark.createDataFrame([], WINDOWS_SCHEMA)
+        else spark.createDataFrame([], WINDOWS.spark_schema())
     )
     overwrite_where(windows, WINDOWS, settings, RECONCILE, this_run)
     overwrite_where(run_rows(spark, run, verdict, report_path), RUNS, settings, RECONCILE, this_run)
@@ -131,7 +117,7 @@ def run_rows(
         }
         for v in run.views
     ]
-    return small_frame(spark, rows, RUNS_SCHEMA)
+    return small_frame(spark, rows, RUNS)
 
 
 def _sql_string(text: str) -> str:

@@ -19,8 +19,8 @@ from lakehouse.core.times import TimeRangeError, handled
 
 StartKind = Literal["earliest", "timestamp", "offsets"]
 VERSION_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-# Without a measured rate yet, estimates use this (events/s; the speed layer's catch-up rate
-# measured on this 2-core machine, bench/results).
+# Without a rate measured by an earlier replay, estimates use this (events/s: a speed-layer
+# catch-up on a 2-core machine, docs/performance.md).
 DEFAULT_RATE = 7_500.0
 MIN_RATE_RECORDS = 100_000  # replays smaller than this do not set the estimate
 

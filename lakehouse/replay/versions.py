@@ -45,16 +45,6 @@ LIVE = "live"
 VERSIONS = table("ops.replay_versions")
 POINTER = table("ops.serving_pointer")
 
-VERSION_EVENTS_SCHEMA = (
-    "version string, event string, at timestamp, by string, topic string, start string, "
-    "start_offsets map<int,long>, end_offsets map<int,long>, gaps map<int,long>, "
-    "forced boolean, records long, seconds double, rate double, watermark_micros long, "
-    "note string"
-)
-POINTER_SCHEMA = (
-    "at timestamp, action string, version string, previous string, active string, "
-    "forced boolean, gate string, by string, pins map<string,bigint>"
-)
 # Pointer actions that record the pins serving reads a version at: the gate passed there.
 PINNING = ("promote", "advance")
 
@@ -116,7 +106,7 @@ def record_version_event(
         "forced": plan.forced if plan else None,
         **values,
     }
-    df = small_frame(spark, [row], VERSION_EVENTS_SCHEMA)
+    df = small_frame(spark, [row], VERSIONS)
     append_once(df, VERSIONS, settings, f"replay:{version}:{event}", sequence)
 
 
@@ -254,7 +244,7 @@ def pinned_table_versions(spark: SparkSession, settings: Settings, version: str)
     return {tables[name].name: v for name, v in pins.items() if name in tables}
 
 
-# Serving reads a version at its pins, which its vacuums keep (lakehouse.delta_io.
+# Serving reads a version at its pins, which its vacuums keep (lakehouse.core.delta_io.
 # retention_keeping), but Delta drops commits older than delta.logRetentionDuration (30 days by
 # default) from a table's log, and pins older than that may no longer be readable.
 STALE_PINS = timedelta(days=7)
@@ -309,7 +299,7 @@ def switch_pointer(
         "by": actor(),
         "pins": pins,
     }
-    df = small_frame(spark, [row], POINTER_SCHEMA)
+    df = small_frame(spark, [row], POINTER)
     # mergeSchema: a pointer table written before pins existed gains the column.
     df.write.format("delta").mode("append").option("mergeSchema", "true").save(
         POINTER.path(settings)

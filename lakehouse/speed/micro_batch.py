@@ -164,9 +164,8 @@ def target_reachable(column: str, wm: int | None, reach_seconds: int) -> str:
     at or after the watermark `wm`) can still match have `column` at most `reach_seconds`
     before it. Delta skips every file whose statistics rule that out. A view gains a file
     with every MERGE that only inserts (no window or session of the batch was there yet), so
-    without the bound a MERGE reads more files the longer the stream runs (a view of 2,000
-    such files: 1.9 s per MERGE without it, 0.8 s with it, measured). The bound must never
-    exclude a row that matches: that row's key would be inserted a second time.
+    without the bound a MERGE reads more files the longer the stream runs. The bound must
+    never exclude a row that matches: that row's key would be inserted a second time.
     """
     if wm is None:
         return ""
@@ -250,12 +249,12 @@ TABLE_OF_STEP = {
 
 
 # The stream looks after its tables itself, each in its turn (MicroBatchProcessor.turns).
-# It compacts (lakehouse.delta_io.compact_small_files) those it appends to, one or more files
+# It compacts (lakehouse.core.delta_io.compact_small_files) those it appends to, one or more files
 # per batch. Not the views: a MERGE rewrites the files it touches into one, and a view
 # compacted into one file per hour would be rewritten whole-hour by every later MERGE, where
 # left in pieces, `target_reachable` lets a MERGE skip all but the recent ones.
 COMPACTED = ("silver", "late", "quarantine", "raw", "progress")
-# It vacuums them all (lakehouse.delta_io.vacuum_replaced_files): compactions and MERGEs
+# It vacuums them all (lakehouse.core.delta_io.vacuum_replaced_files): compactions and MERGEs
 # replace files, a killed write leaves files it never committed, and both would otherwise
 # stay on disk for ever.
 VACUUMED = (*COMPACTED, "counts", "active_users", "sessions")
@@ -321,7 +320,7 @@ class MicroBatchProcessor:
         )
         if out.raw is None:
             # No bronze copy (a replay): only a quarantined record still needs its value, key
-            # and topic (measured: caching 5M records 18.2 s with them all, 16.7 s without).
+            # and topic, so the cache holds them for those alone.
             checked = checked.withColumns(
                 {c: F.when(~is_accepted(), F.col(c)) for c in ("value", "key", "topic")}
             )
@@ -389,9 +388,7 @@ class MicroBatchProcessor:
                     write()
 
             # A batch's writes are largely planning and committing on the driver, one core's
-            # work each: side by side they finish sooner. Median batch 0.82x at 2,500 records,
-            # 0.94x at 200,000, a catch-up's (bench.speed_write_threads); a 10M-event replay
-            # took the same time either way (README, speed-layer performance).
+            # work each: side by side they finish sooner (bench.speed_write_threads).
             threads = settings.speed.write_threads
             with ThreadPoolExecutor(threads) as pool:
                 for done in [pool.submit(timed, name, write) for name, write in due]:
@@ -400,7 +397,9 @@ class MicroBatchProcessor:
             # Written last: its row is what the next batch (or a replay of this one) pins.
             with steps("progress"):
                 row = self.progress_row(spark, stats, pinned, batch_id, app, started, steps.seconds)
-                progress = small_frame(spark, [row], PROGRESS_SCHEMA).withColumns(
+                # The two timestamps are Spark's reading of the micros, as every reader's.
+                derived = {"watermark": None, "newest_event_time": None}
+                progress = small_frame(spark, [row | derived], out.progress).withColumns(
                     {
                         "watermark": F.timestamp_micros("watermark_micros"),
                         "newest_event_time": F.timestamp_micros("newest_event_micros"),
@@ -657,13 +656,3 @@ class MicroBatchProcessor:
         except Exception:  # lag is reporting only; the batch's data is already committed
             return None
         return {p: max(0, end - offsets.get(p, 0)) for p, end in sorted(ends.items())}
-
-
-PROGRESS_SCHEMA = (
-    "app_id string, batch_id long, processed_at timestamp, duration_seconds double, "
-    "input_rows long, rows_per_second double, quarantined long, duplicates long, "
-    "new_events long, late_events long, on_time_events long, watermark_micros long, "
-    "newest_event_micros long, freshness_seconds double, silver_version long, "
-    "offsets map<int,long>, kafka_lag map<int,long>, total_lag long, "
-    "step_seconds map<string,double>"
-)

@@ -129,8 +129,8 @@ def run_until_stopped(
 def wait_for_running_batch(query: StreamingQuery, timeout: float) -> None:
     """Until no batch runs, or the one running now has committed (then the next has at most
     just begun: stopping it there is safe, as any stop is, and it is redone on restart).
-    Waiting for a moment with no batch running did not do: behind a backlog the next batch
-    starts as soon as one commits, and a stop waited for the backlog (4 min, measured)."""
+    Not "until no batch runs": behind a backlog the next batch starts as soon as one
+    commits, so that moment may not come before the backlog is read."""
     deadline = time.monotonic() + timeout
     running = _last_committed(query)
     while (

@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).parents[2]
 ROWS = [(i, f"user-{i % 7}", round(i * 1.5, 2)) for i in range(500)]
-PROBE = Table(name="tests.storage_probe", writer="tests", description="storage round trip")
+PROBE = Table(
+    name="tests.storage_probe",
+    writer="tests",
+    description="storage round trip",
+    schema="id long, user_id string, amount double",
+)
 
 
 def write_and_check(spark: SparkSession, settings: Settings) -> None:

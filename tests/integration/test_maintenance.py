@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from delta.tables import DeltaTable
 
 from lakehouse.core.config import Settings
-from lakehouse.core.delta_io import small_frame
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.tables import REPLAY, Table, table
 from lakehouse.ops.maintenance import maintain, tables_to_maintain
@@ -30,7 +29,7 @@ V1 = SpeedOutputs.replay("v1")
 
 def append_rows(spark: SparkSession, t: Table, settings: Settings, commits: int) -> None:
     for i in range(commits):
-        row = small_frame(spark, [(i, f"row {i}")], "n long, note string")
+        row = spark.createDataFrame([(i, f"row {i}")], "n long, note string").coalesce(1)
         row.write.format("delta").mode("append").save(t.path(settings))
 
 

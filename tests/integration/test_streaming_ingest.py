@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_stream_available_now, read_kafka_stream, read_table
 from lakehouse.core.kafka_io import ensure_topic, produce_json
-from lakehouse.core.tables import Table
+from lakehouse.core.tables import Table, table
 from lakehouse.generator.clickstream import generate_events
 from lakehouse.transforms.bronze import RAW_COLUMNS, to_raw_records
 
@@ -20,7 +20,12 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
-INGEST = Table("tests.kafka_ingest", writer="tests", description="a plain Kafka -> Delta query")
+INGEST = Table(
+    "tests.kafka_ingest",
+    writer="tests",
+    description="a plain Kafka -> Delta query",
+    schema=table("bronze.events_raw").schema,
+)
 
 
 def ingest(spark: SparkSession, settings: Settings, topic: str) -> int:

@@ -1,4 +1,4 @@
-"""lakehouse.run_params.checked_params as a DAG task calls it: an unknown name fails the task
+"""dags.support.run_params.checked_params as a DAG task calls it: an unknown name fails the task
 without retries. Here, not in tests/unit: it imports Airflow, which must come after the
 airflow_home fixture."""
 

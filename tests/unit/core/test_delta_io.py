@@ -25,7 +25,9 @@ def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
 ) -> None:
     from pyspark.sql import functions as F
 
-    target = replace(table("speed.late_events"), name="tests.compacted")
+    target = replace(
+        table("speed.late_events"), name="tests.compacted", schema="id bigint, pad string"
+    )
     # One file that is large next to the bound below, then four small ones.
     append_once(
         spark.range(20_000)
@@ -56,6 +58,7 @@ def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
     assert spark.read.format("delta").load(path).orderBy("id").collect() == before
 
 
+ID = "id bigint"  # the tables of the tests that only count files and rows
 HOURLY = replace(table("speed.event_counts_1m"), name="tests.hourly", checkpoint_interval=None)
 
 
@@ -117,7 +120,9 @@ def test_vacuum_deletes_replaced_files_when_the_log_no_longer_holds_their_commit
     Delta has cleaned those commits up, only listing the folder (FULL) finds them."""
     from pathlib import Path
 
-    target = replace(table("speed.late_events"), name="tests.vacuumed", checkpoint_interval=3)
+    target = replace(
+        table("speed.late_events"), name="tests.vacuumed", checkpoint_interval=3, schema=ID
+    )
     for version in range(5):
         append_once(spark.range(version, version + 1), target, local_settings, "t", version)
     path = Path(target.path(local_settings))
@@ -146,7 +151,7 @@ def test_vacuum_keeps_what_the_configured_retention_keeps_whatever_the_table_say
 ) -> None:
     """Delta 4 ignores RETAIN (unless 0) in favour of the table's deletedFileRetentionDuration;
     the hours we configure must decide."""
-    target = replace(table("speed.late_events"), name="tests.retained")
+    target = replace(table("speed.late_events"), name="tests.retained", schema=ID)
     for version in range(3):
         append_once(spark.range(version, version + 1), target, local_settings, "t", version)
     compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
@@ -167,7 +172,7 @@ def test_vacuum_keeps_what_the_configured_retention_keeps_whatever_the_table_say
 def test_a_vacuum_keeps_an_older_version_readable_when_asked(spark, local_settings) -> None:
     """Serving reads a promoted replay version at the table versions its gate passed; the
     stream that goes on writing those tables vacuums them and must not delete what they read."""
-    target = replace(table("speed.late_events"), name="tests.kept")
+    target = replace(table("speed.late_events"), name="tests.kept", schema=ID)
     for version in range(3):
         append_once(spark.range(version, version + 1), target, local_settings, "t", version)
     compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
@@ -191,7 +196,7 @@ def test_a_version_a_week_old_is_still_read_and_kept(spark, local_settings) -> N
     week old when read (a gate failing for days, a batch layer paused, a stream stopped), and
     Delta 4 refuses by default to read a version older than the table's
     deletedFileRetentionDuration (7 days) once a newer commit exists."""
-    target = replace(table("speed.late_events"), name="tests.week_old")
+    target = replace(table("speed.late_events"), name="tests.week_old", schema=ID)
     for version in range(3):
         append_once(spark.range(version, version + 1), target, local_settings, "t", version)
     compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
@@ -212,7 +217,7 @@ def test_vacuum_deletes_the_files_no_commit_added(spark, local_settings) -> None
     rows = spark.sql(
         "SELECT timestamp'2026-11-25 10:00:00' AS window_start, "
         "timestamp'2026-11-25 10:01:00' AS window_end, 'click' AS event_type, "
-        "3L AS events, 1.5D AS amount_sum"
+        "3L AS events, CAST(1.5 AS DECIMAL(18,2)) AS amount_sum"
     )
     hour = "window_start >= timestamp'2026-11-25 10:00:00' AND window_start < '2026-11-25 11:00'"
     for _ in range(3):
@@ -229,12 +234,12 @@ def test_vacuum_deletes_the_files_no_commit_added(spark, local_settings) -> None
 def test_a_few_rows_from_the_driver_are_written_without_stray_files(spark, local_settings) -> None:
     """Written from several slices, one row leaves an empty file per empty slice that no
     commit adds; the progress table gained one every micro-batch."""
-    target = replace(table("ops.speed_progress"), name="tests.small_appends")
+    target = replace(
+        table("ops.speed_progress"), name="tests.small_appends", schema="n long, note string"
+    )
     for version in range(3):
         rows = [(version, f"row {version}")]
-        append_once(
-            small_frame(spark, rows, "n long, note string"), target, local_settings, "t", version
-        )
+        append_once(small_frame(spark, rows, target), target, local_settings, "t", version)
     path = target.path(local_settings)
     assert files_on_disk(path) == files_in_use(spark, path)
     assert read_table(spark, target, local_settings).count() == 3

@@ -8,7 +8,6 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from lakehouse.batch.recompute import RUNS_SCHEMA
 from lakehouse.core.config import Settings
 from lakehouse.core.tables import Table, table
 from lakehouse.core.times import EPOCH
@@ -51,7 +50,7 @@ def batch_run(spark: Any, start: str, end: str, read_until: str, finished: str) 
         "finished_at": at(finished),
         "duration_seconds": 1.0,
     }
-    return spark.createDataFrame([row], RUNS_SCHEMA)
+    return spark.createDataFrame([row], table("ops.batch_runs").spark_schema())
 
 
 def test_the_batch_misses_late_events_that_arrived_after_its_run_read_bronze(

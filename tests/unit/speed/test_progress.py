@@ -1,4 +1,4 @@
-"""The speed layer's health rules (lakehouse.progress.judge_health) on hand-built progress rows."""
+"""The speed layer's health rules (lakehouse.speed.progress.judge_health) on hand-built rows."""
 
 from __future__ import annotations
 
