@@ -9,7 +9,7 @@ RECORD  := .state/started-by-test
 # The tests' own services: own ports and state folder, beside any `make up` started.
 TEST_ENV := $(PY) -m infra.test_env
 
-.PHONY: help setup up down status airflow demo generate speed batch query compare test test-unit test-up test-down clean-bench compose-env lint typecheck lock
+.PHONY: help setup up down status airflow demo generate speed batch query compare test test-fast test-up test-down clean-bench compose-env lint typecheck lock
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -62,8 +62,8 @@ test-up: setup  ## start the tests' own services and leave them running (for pyt
 test-down:  ## stop the tests' own services
 	@if [ -x $(PY) ]; then $(TEST_ENV) $(PY) -m infra.services down; else echo "nothing installed yet"; fi
 
-test-unit: setup  ## only the tests that need no service
-	@$(PY) -m pytest tests/unit
+test-fast: setup  ## the inner loop: every test that needs no service (unit, DAG files, infra)
+	@$(PY) -m pytest tests/unit tests/dags tests/infra
 
 clean-bench: setup  ## delete the benchmarks' Kafka topics and lakehouses (needs `make up`; bench/results stays)
 	@$(PY) -m bench.clean

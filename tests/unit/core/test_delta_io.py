@@ -59,7 +59,12 @@ def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
 
 
 ID = "id bigint"  # the tables of the tests that only count files and rows
-HOURLY = replace(table("speed.event_counts_1m"), name="tests.hourly", checkpoint_interval=None)
+HOURLY = replace(
+    table("speed.event_counts_1m"),
+    name="tests.hourly",
+    schema="window_start timestamp, events bigint",
+    checkpoint_interval=None,
+)
 
 
 def window_rows(spark, *rows: tuple[str, int]):
