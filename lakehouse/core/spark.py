@@ -135,7 +135,28 @@ def get_spark(
         ) from None
     spark.sparkContext.setLogLevel("WARN")
     _quiet_query_errors()
+    _route_jvm_console(spark, jvm_console_log())
     return spark
+
+
+def jvm_console_log() -> Path:
+    """Where the JVM's own standard output goes: <state>/run/logs/spark-console.log."""
+    return state_dir() / "run" / "logs" / "spark-console.log"
+
+
+def _route_jvm_console(spark: SparkSession, path: Path) -> None:
+    """Send what the JVM prints to its standard output to `path`: a job's output is its own
+    lines, and Delta's own (a VACUUM's "Deleted 0 files and directories in a total of 1
+    directories.") would land between them. Spark logs through log4j, to standard error."""
+    context = spark.sparkContext
+    if getattr(context, "_tributary_console", None) == path:
+        return  # a session this process already started, and routed
+    jvm = context._jvm
+    assert jvm is not None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stream = jvm.java.io.PrintStream(jvm.java.io.FileOutputStream(str(path), True), True)
+    jvm.java.lang.System.setOut(stream)
+    context._tributary_console = path  # type: ignore[attr-defined]
 
 
 def _check_master(master: str, timeout_seconds: float = 5) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import datetime
 
@@ -248,3 +249,21 @@ def test_a_few_rows_from_the_driver_are_written_without_stray_files(spark, local
     path = target.path(local_settings)
     assert files_on_disk(path) == files_in_use(spark, path)
     assert read_table(spark, target, local_settings).count() == 3
+
+
+def test_delta_s_console_lines_go_to_the_log_not_between_a_job_s_lines(
+    spark, local_settings
+) -> None:
+    """A VACUUM prints "Deleted N files and directories ..." on the JVM's standard output,
+    which a job's own lines share: the factory routes it to the console log instead."""
+    from lakehouse.core.spark import jvm_console_log
+
+    target = replace(table("speed.late_events"), name="tests.console", schema=ID)
+    append_once(spark.range(1), target, local_settings, "t", 0)
+    log = jvm_console_log()
+    before = log.read_text() if log.exists() else ""
+    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
+    jvm = spark.sparkContext._jvm
+    jvm.java.lang.System.out.flush()
+    added = log.read_text()[len(before) :]
+    assert re.search(r"Deleted \d+ files and directories in a total of", added), added
