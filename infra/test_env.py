@@ -30,6 +30,17 @@ TEST_PORTS = {
     "airflow_port": 18080,
 }
 HOST = "127.0.0.1"
+# How every test process and job runs Spark. Test data is tiny: compiling code for each query
+# and adaptive planning cost more than they save, and nobody looks at a test's web UI. None of
+# these changes a result.
+TEST_SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.shuffle.partitions": "1",
+}
+TEST_DRIVER_MEMORY = "2g"
 
 
 def state_folder(env: Mapping[str, str] | None = None) -> Path:
@@ -50,6 +61,8 @@ def environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
         "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": f"{HOST}:{TEST_PORTS['kafka_port']}",
         "TRIBUTARY__S3__ENDPOINT": f"http://{HOST}:{TEST_PORTS['minio_port']}",
         "TRIBUTARY__AIRFLOW__URL": f"http://{HOST}:{TEST_PORTS['airflow_port']}",
+        "TRIBUTARY__SPARK__DRIVER_MEMORY": TEST_DRIVER_MEMORY,
+        **{f"TRIBUTARY__SPARK__CONF__{key}": value for key, value in TEST_SPARK_CONF.items()},
     }
 
 

@@ -16,6 +16,7 @@ import pytest
 from infra import test_env
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.processes import http_ok, port_open
+from tests.jobs_in_process import run_job_here  # noqa: F401  (a fixture for every test)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -96,12 +97,13 @@ def airflow_up(minio_settings: Settings) -> str:
 
 @pytest.fixture(scope="session")
 def spark(minio_settings: Settings) -> Iterator[SparkSession]:
-    """One SparkSession for the whole run, from the one factory. It is configured for MinIO
-    too (no connection is made until a test uses an s3a:// path, and those tests also ask for
-    `minio_up`), so unit tests on tiny DataFrames need no service."""
+    """One SparkSession for the whole run, from the one factory, with the tests' Spark settings
+    (infra/test_env.py). It is configured for MinIO too (no connection is made until a test
+    uses an s3a:// path, and those tests also ask for `minio_up`), so unit tests on tiny
+    DataFrames need no service."""
     from lakehouse.core.spark import get_spark
 
-    session = get_spark("tests", minio_settings, overrides={"spark.sql.shuffle.partitions": "2"})
+    session = get_spark("tests", minio_settings)
     yield session
     session.stop()
 

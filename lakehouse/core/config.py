@@ -283,12 +283,16 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         keys = [k.lower() for k in name[len(ENV_PREFIX) :].split("__")]
         if not all(keys) or (len(keys) < 2 and keys[0] not in TOP_LEVEL_KEYS):
             raise ConfigError(f"{name}: expected TRIBUTARY__<SECTION>__<KEY>")
-        if keys[0] == "spark" and keys[1] == "conf" and len(keys) == 3:
-            # Spark keys are case-sensitive and dotted; keep them as written.
+        spark_conf = keys[0] == "spark" and keys[1] == "conf" and len(keys) == 3
+        if spark_conf:
+            # Spark keys are case-sensitive and dotted, its values text: keep both as written.
             keys[2] = name[len(ENV_PREFIX) :].split("__")[2]
         node = overrides
         for key in keys[:-1]:
             node = node.setdefault(key, {})
+        if spark_conf:
+            node[keys[-1]] = raw
+            continue
         try:
             node[keys[-1]] = yaml.safe_load(raw) if raw.strip() else raw
         except yaml.YAMLError:

@@ -32,6 +32,7 @@ def test_every_test_service_listens_elsewhere_than_the_default_and_clients_follo
     assert tests.s3.endpoint == f"http://127.0.0.1:{tests.services.minio_port}"
     assert tests.airflow.url == f"http://127.0.0.1:{tests.services.airflow_port}"
     assert tests.profile == "local"
+    assert tests.spark.conf == test_env.TEST_SPARK_CONF, "every test job runs Spark the same way"
 
 
 def test_the_tests_keep_their_state_apart_from_the_demo(tmp_path: Path) -> None:

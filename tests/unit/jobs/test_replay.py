@@ -8,12 +8,11 @@ import os
 import pytest
 
 from jobs.contract import Exit
-from jobs.replay import main
 from lakehouse.core.config import load_settings
 from lakehouse.replay.plan import measured_rate
 from lakehouse.replay.run import served_line
+from tests.jobs_in_process import RunJob
 from tests.ports import closed_port
-from tests.unit.jobs.conftest import JobEnv
 
 
 @pytest.mark.parametrize(
@@ -24,24 +23,23 @@ from tests.unit.jobs.conftest import JobEnv
         "minio",
     ],
 )
-def test_a_dry_run_without_kafka_says_to_start_it(
-    profile: str, job_env: JobEnv, capsys: pytest.CaptureFixture[str]
-) -> None:
-    job_env(TRIBUTARY_PROFILE=profile, TRIBUTARY__S3__ENDPOINT=f"http://127.0.0.1:{closed_port()}")
-    says_kafka_is_down(["--dry-run"], job_env, capsys)
+def test_a_dry_run_without_kafka_says_to_start_it(profile: str, run_job_here: RunJob) -> None:
+    says_kafka_is_down(
+        run_job_here,
+        ["--dry-run"],
+        TRIBUTARY_PROFILE=profile,
+        TRIBUTARY__S3__ENDPOINT=f"http://127.0.0.1:{closed_port()}",
+    )
 
 
-def says_kafka_is_down(
-    args: list[str], job_env: JobEnv, capsys: pytest.CaptureFixture[str]
-) -> None:
+def says_kafka_is_down(run_job_here: RunJob, args: list[str], **env: str) -> None:
     """`python -m jobs.replay *args` with no broker: one line saying to start it, exit 1."""
     kafka = f"127.0.0.1:{closed_port()}"
-    job_env(TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS=kafka)
-    assert main(args) == Exit.CANNOT_RUN
-    err = capsys.readouterr().err
-    assert err.strip().splitlines() == [
+    ran = run_job_here("jobs.replay", *args, TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS=kafka, **env)
+    assert ran.returncode == Exit.CANNOT_RUN, ran.stderr
+    assert ran.stderr.strip().splitlines() == [
         f"replay: no Kafka broker at {kafka}: start it with `make up`"
-    ], err
+    ], ran.stderr
 
 
 def test_without_storage_the_estimate_goes_on_without_a_measured_rate() -> None:
@@ -55,14 +53,16 @@ def test_without_storage_the_estimate_goes_on_without_a_measured_rate() -> None:
 
 @pytest.mark.parametrize("continuation", ["--scheduled", "--extend=v1"])
 def test_a_continuation_checks_kafka_before_it_starts_spark(
-    continuation: str, job_env: JobEnv, capsys: pytest.CaptureFixture[str]
+    continuation: str, run_job_here: RunJob
 ) -> None:
     """Its plan needs Spark (it reads the versions table), so Kafka is checked first: with the
     Spark master down too, the Kafka line shows that Spark was never started."""
-    job_env(
-        TRIBUTARY_PROFILE="local", TRIBUTARY__SPARK__MASTER=f"spark://127.0.0.1:{closed_port()}"
+    says_kafka_is_down(
+        run_job_here,
+        [continuation, "--dry-run"],
+        TRIBUTARY_PROFILE="local",
+        TRIBUTARY__SPARK__MASTER=f"spark://127.0.0.1:{closed_port()}",
     )
-    says_kafka_is_down([continuation, "--dry-run"], job_env, capsys)
 
 
 def test_an_extension_served_says_what_serving_reads_in_each_mode() -> None:
