@@ -1,0 +1,53 @@
+"""The layout's rules, read from the source: the library never reaches up into the entry points,
+the DAGs or the installers; a job imports no other job; benches drive the library, not CLIs."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[2]
+# What a job may import from jobs/: the argument types and the exit contract.
+JOB_HELPERS = frozenset({"jobs.arguments", "jobs.contract"})
+
+
+def imports(path: Path) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.lineno, node.module
+        elif isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+
+
+def found(
+    folder: str, forbidden: tuple[str, ...], allowed: frozenset[str] = frozenset()
+) -> list[str]:
+    return [
+        f"{path.relative_to(REPO)}:{line} imports {name}"
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for line, name in imports(path)
+        if name.split(".")[0] in forbidden and name not in allowed
+    ]
+
+
+def test_the_library_imports_no_entry_point_dag_or_installer() -> None:
+    assert found("lakehouse", ("jobs", "dags", "infra")) == []
+
+
+def test_a_job_imports_no_other_job() -> None:
+    assert found("jobs", ("jobs", "dags", "infra"), JOB_HELPERS) == []
+
+
+@pytest.mark.parametrize("folder", ["bench", "dags/support"])
+def test_benches_and_dag_glue_drive_the_library_not_the_command_lines(folder: str) -> None:
+    assert found(folder, ("jobs",), frozenset({"jobs.contract"})) == []
+
+
+def test_every_library_package_is_a_package_and_its_init_has_no_side_effects() -> None:
+    for init in sorted((REPO / "lakehouse").rglob("__init__.py")):
+        body = ast.parse(init.read_text()).body
+        kinds = {type(node) for node in body}
+        assert kinds <= {ast.Expr, ast.ImportFrom, ast.Assign}, f"{init}: only imports and names"
