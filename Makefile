@@ -47,11 +47,12 @@ query: setup  ## print a serving view: make query ARGS="event_counts_1m --from 2
 compare: setup  ## reconcile two sources window by window: make compare ARGS="--left batch --right speed"
 	@$(PY) -m jobs.cli compare $(ARGS)
 
-test: setup  ## run every test against real services of its own (ports +10000), started and then stopped
+test: setup  ## lint, types and every test against services of its own (ports +10000), started (while the linters run) and then stopped
 	@mkdir -p .state && rm -f $(RECORD)
 	@status=0; \
-	$(TEST_ENV) $(PY) -m infra.services up --record $(RECORD) || status=$$?; \
-	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory lint typecheck || status=$$?; fi; \
+	$(TEST_ENV) $(PY) -m infra.services up --record $(RECORD) & services=$$!; \
+	$(MAKE) --no-print-directory lint typecheck || status=$$?; \
+	wait $$services || status=$$?; \
 	if [ $$status -eq 0 ]; then $(PY) -m pytest || status=$$?; fi; \
 	$(TEST_ENV) $(PY) -m infra.services down --only-recorded $(RECORD) || true; \
 	exit $$status
