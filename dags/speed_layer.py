@@ -98,17 +98,14 @@ def speed_layer() -> None:
     @task(execution_timeout=timedelta(minutes=10))
     def check_health(done: dict[str, Any]) -> dict[str, Any]:
         from lakehouse.core.config import get_settings
-        from lakehouse.speed.supervisor import (
-            FIRST_BATCH_TIMEOUT_SECONDS,
-            SpeedLayerSupervisor,
-            SupervisorError,
-        )
+        from lakehouse.speed.supervisor import SpeedLayerSupervisor, SupervisorError
 
         if not done["running"]:
             raise AirflowSkipException(f"nothing to check: {done['outcome']}")
         # kafka-python narrates every connection at INFO; keep the verdict line readable.
         logging.getLogger("kafka").setLevel(logging.WARNING)
-        supervisor = SpeedLayerSupervisor(get_settings())
+        settings = get_settings()
+        supervisor = SpeedLayerSupervisor(settings)
         try:
             health = supervisor.assess()
         except SupervisorError as err:
@@ -124,7 +121,7 @@ def speed_layer() -> None:
         if health.status == "starting" and health.records_waiting:
             raise AirflowFailException(
                 f"{health.message}: no micro-batch committed within "
-                f"{FIRST_BATCH_TIMEOUT_SECONDS:.0f} s of the start; "
+                f"{settings.supervisor.first_batch_timeout_seconds:.0f} s of the start; "
                 f"see {supervisor.status().log_file}"
             )
         log.info("%s", health.message)

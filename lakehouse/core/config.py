@@ -171,6 +171,22 @@ class MaintenanceSettings(_Frozen):
     lock_wait_seconds: float = Field(default=60, ge=0)
 
 
+class SupervisorSettings(_Frozen):
+    # How the speed layer's supervisor (lakehouse.speed.supervisor) waits on the stream.
+    # A start is judged after startup_check_seconds: Spark fails fast on bad config or an
+    # unreachable broker, so alive by then means it ran.
+    startup_check_seconds: float = Field(default=8, gt=0)
+    # A graceful stop lets the current micro-batch finish; killed after this long.
+    stop_timeout_seconds: float = Field(default=120, gt=0)
+    # How long a new stream gets to commit its first micro-batch before the check gives up.
+    first_batch_timeout_seconds: float = Field(default=240, gt=0)
+    # Records that arrive at an idle stream look stale until its next trigger: a stale
+    # verdict is looked at again after this long before the stream is restarted.
+    stale_confirm_seconds: float = Field(default=20, ge=0)
+    # How often the health check looks again while it waits for the first micro-batch.
+    poll_seconds: float = Field(default=5, gt=0)
+
+
 class DqSettings(_Frozen):
     # Allowed unexplained absolute difference per measure (a view column, e.g. events,
     # amount_sum, revenue); a measure not listed must match exactly.
@@ -207,6 +223,7 @@ class Settings(_Frozen):
     services: ServicesSettings
     dq: DqSettings = Field(default_factory=DqSettings)
     maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
+    supervisor: SupervisorSettings = Field(default_factory=SupervisorSettings)
 
 
 def available_profiles(config_dir: Path = CONFIG_DIR) -> list[str]:

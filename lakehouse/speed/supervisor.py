@@ -27,13 +27,8 @@ if TYPE_CHECKING:
     from lakehouse.speed.progress import Health
 
 MODULE = "jobs.speed_layer"
-# Spark fails fast on bad config or an unreachable broker; alive after this long means it ran.
-STARTUP_CHECK_SECONDS = 8.0
-STOP_TIMEOUT_SECONDS = 120.0
-# How long a new stream gets to commit its first micro-batch before the check gives up.
-FIRST_BATCH_TIMEOUT_SECONDS = 240.0
-# Records that arrive at an idle stream look "stale" until its next trigger; look twice.
-STALE_CONFIRM_SECONDS = 20.0
+# How long it waits on the stream (a start's check, a stop, the first micro-batch, a stale
+# verdict's second look) is config: settings.supervisor.
 
 Action = Literal["ensure", "start", "stop", "restart"]
 ACTIONS: tuple[Action, ...] = ("ensure", "start", "stop", "restart")
@@ -88,12 +83,13 @@ class SpeedLayerSupervisor:
         with self._lock():
             return self._start()
 
-    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> bool:
-        """Stop gracefully, killing after `timeout` seconds. True if it was running."""
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop gracefully, killing after `timeout` seconds (default: the config's). True if
+        it was running."""
         with self._lock():
             return self._stop(timeout)
 
-    def restart(self, timeout: float = STOP_TIMEOUT_SECONDS) -> StreamStatus:
+    def restart(self, timeout: float | None = None) -> StreamStatus:
         with self._lock():
             self._stop(timeout)
             return self._start()
@@ -140,10 +136,14 @@ class SpeedLayerSupervisor:
         except FileNotFoundError:
             return None
 
-    def assess(self, first_batch_timeout: float = FIRST_BATCH_TIMEOUT_SECONDS) -> Health:
-        """Judge the running stream, first giving a new one time for its first micro-batch."""
+    def assess(self, first_batch_timeout: float | None = None) -> Health:
+        """Judge the running stream, first giving a new one time for its first micro-batch
+        (default: the config's first_batch_timeout_seconds)."""
         from lakehouse.speed.progress import judge_health, latest_progress
 
+        waits = self.settings.supervisor
+        if first_batch_timeout is None:
+            first_batch_timeout = waits.first_batch_timeout_seconds
         confirmed = False
         while True:
             now = self.status()
@@ -160,12 +160,12 @@ class SpeedLayerSupervisor:
             )
             if health.status == "stale" and not confirmed:
                 confirmed = True
-                time.sleep(STALE_CONFIRM_SECONDS)
+                time.sleep(waits.stale_confirm_seconds)
                 continue
             waiting_for_first = health.status == "starting" and health.records_waiting > 0
             if not waiting_for_first or (now.uptime_seconds or 0) >= first_batch_timeout:
                 return health
-            time.sleep(5)
+            time.sleep(waits.poll_seconds)
 
     def _start(self) -> StreamStatus:
         current = self.status()
@@ -180,7 +180,7 @@ class SpeedLayerSupervisor:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         # The caller's interpreter: the venv Airflow (or the test) runs in has pyspark.
         pid = self.proc.start([sys.executable, "-m", MODULE], env=env, cwd=REPO_ROOT)
-        deadline = time.monotonic() + STARTUP_CHECK_SECONDS
+        deadline = time.monotonic() + self.settings.supervisor.startup_check_seconds
         while time.monotonic() < deadline:
             _reap(pid)
             if self.proc.pid() != pid:
@@ -193,7 +193,9 @@ class SpeedLayerSupervisor:
             time.sleep(0.5)
         return self.status()
 
-    def _stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> bool:
+    def _stop(self, timeout: float | None = None) -> bool:
+        if timeout is None:
+            timeout = self.settings.supervisor.stop_timeout_seconds
         pid = self.proc.pid()
         if pid is None:
             self._kill_leftovers()
