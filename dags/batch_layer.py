@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.timetables.interval import CronDataIntervalTimetable
+
+if TYPE_CHECKING:
+    from dags.support.job_runner import RunJob
 
 log = logging.getLogger("tributary.dags.batch_layer")
 
@@ -81,36 +85,42 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
 def batch_layer() -> None:
     @task(outlets=ASSETS, execution_timeout=timedelta(hours=2))
     def recompute() -> dict[str, Any]:
-        from dags.support.job_runner import run_job
-        from dags.support.run_params import checked_params
-        from jobs.contract import Exit
-        from lakehouse.core.config import get_settings
-
-        context = get_current_context()
-        mode = checked_params(context).get("mode") or get_settings().mode
-        if mode == "kappa":
-            log.info("kappa mode: there is no batch layer; corrections come from replays")
-            raise AirflowSkipException(
-                "kappa mode: no batch recomputation (the kappa_replay DAG replays the log "
-                "instead); set mode: lambda in config/ to bring the batch layer back"
-            )
-        start, end = _interval(context)
-        outcome = run_job(
-            "jobs.batch_layer",
-            ["--start", start, "--end", end, "--run-id", context["run_id"]],
-            on_line=log.info,
-        )
-        if outcome.returncode == Exit.NOTHING_TO_DO:
-            raise AirflowSkipException(f"no events in [{start}, {end}): nothing to recompute")
-        if outcome.returncode == Exit.BAD_REQUEST:
-            raise AirflowFailException(f"bad interval [{start}, {end}): see the log above")
-        summary = outcome.summary("batch")
-        # Consumers of the assets (data_quality) learn which interval was recomputed.
-        for asset in ASSETS:
-            context["outlet_events"][asset].extra = {"interval_start": start, "interval_end": end}
-        return summary
+        return recompute_run_interval(get_current_context())
 
     recompute()
+
+
+def recompute_run_interval(context: Mapping[str, Any], run: RunJob | None = None) -> dict[str, Any]:
+    """The recompute task (callable with a context; tests run it in-process, with the job in
+    process too through `run`): skip in kappa mode, else run jobs.batch_layer over the
+    interval and name it on the assets' events."""
+    from dags.support.job_runner import run_job
+    from dags.support.run_params import checked_params
+    from jobs.contract import Exit
+    from lakehouse.core.config import get_settings
+
+    mode = checked_params(context).get("mode") or get_settings().mode
+    if mode == "kappa":
+        log.info("kappa mode: there is no batch layer; corrections come from replays")
+        raise AirflowSkipException(
+            "kappa mode: no batch recomputation (the kappa_replay DAG replays the log "
+            "instead); set mode: lambda in config/ to bring the batch layer back"
+        )
+    start, end = _interval(context)
+    outcome = (run or run_job)(
+        "jobs.batch_layer",
+        ["--start", start, "--end", end, "--run-id", context["run_id"]],
+        on_line=log.info,
+    )
+    if outcome.returncode == Exit.NOTHING_TO_DO:
+        raise AirflowSkipException(f"no events in [{start}, {end}): nothing to recompute")
+    if outcome.returncode == Exit.BAD_REQUEST:
+        raise AirflowFailException(f"bad interval [{start}, {end}): see the log above")
+    summary = outcome.summary("batch")
+    # Consumers of the assets (data_quality) learn which interval was recomputed.
+    for asset in ASSETS:
+        context["outlet_events"][asset].extra = {"interval_start": start, "interval_end": end}
+    return summary
 
 
 def _interval(context: Any) -> tuple[str, str]:

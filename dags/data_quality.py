@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import logging
 import operator
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from functools import reduce
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
+
+if TYPE_CHECKING:
+    from dags.support.job_runner import RunJob
 
 log = logging.getLogger("tributary.dags.data_quality")
 
@@ -86,29 +90,35 @@ site listing every run (open the file in a browser; default `<state>/dq/data_doc
 def data_quality() -> None:
     @task(execution_timeout=timedelta(hours=1))
     def validate() -> dict[str, Any]:
-        from dags.support.job_runner import run_job
-        from dags.support.run_params import checked_params
-        from jobs.contract import Exit
-
-        context = get_current_context()
-        checked_params(context)
-        args = [*_arguments(context), "--run-id", context["run_id"]]
-        log.info("running jobs.quality %s", " ".join(args))
-        outcome = run_job("jobs.quality", args, on_line=log.info)
-        if outcome.returncode == Exit.BAD_REQUEST:
-            raise AirflowFailException("bad parameters: see the log above")
-        result = outcome.summary("quality", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
-        if result["data_docs"]:
-            log.info("Data Docs: %s", result["data_docs"])
-        if outcome.returncode == Exit.CHECKS_FAILED:
-            raise AirflowFailException(
-                "data quality: FAIL checks broke:\n"
-                + "\n".join(f"  {b}" for b in result["failed_checks"])
-                + f"\nData Docs: {result['data_docs']}"
-            )
-        return result
+        return validate_layer(get_current_context())
 
     validate()
+
+
+def validate_layer(context: Mapping[str, Any], run: RunJob | None = None) -> dict[str, Any]:
+    """The validate task (callable with a context; tests run it in-process, with the job in
+    process too through `run`): jobs.quality over the run's range; a broken FAIL check fails
+    the run at once, naming every broken check and the Data Docs."""
+    from dags.support.job_runner import run_job
+    from dags.support.run_params import checked_params
+    from jobs.contract import Exit
+
+    checked_params(context)
+    args = [*_arguments(context), "--run-id", context["run_id"]]
+    log.info("running jobs.quality %s", " ".join(args))
+    outcome = (run or run_job)("jobs.quality", args, on_line=log.info)
+    if outcome.returncode == Exit.BAD_REQUEST:
+        raise AirflowFailException("bad parameters: see the log above")
+    result = outcome.summary("quality", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
+    if result["data_docs"]:
+        log.info("Data Docs: %s", result["data_docs"])
+    if outcome.returncode == Exit.CHECKS_FAILED:
+        raise AirflowFailException(
+            "data quality: FAIL checks broke:\n"
+            + "\n".join(f"  {b}" for b in result["failed_checks"])
+            + f"\nData Docs: {result['data_docs']}"
+        )
+    return result
 
 
 def _arguments(context: Any) -> list[str]:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import Asset, Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+if TYPE_CHECKING:
+    from dags.support.job_runner import RunJob
 
 log = logging.getLogger("tributary.dags.kappa_replay")
 
@@ -128,78 +132,15 @@ Each version written is announced on the `replay.versions` asset, which triggers
 def kappa_replay() -> None:
     @task(execution_timeout=timedelta(hours=6))
     def replay() -> dict[str, Any]:
-        from dags.support.job_runner import run_job
-        from dags.support.run_params import checked_params
-        from jobs.contract import Exit
-        from lakehouse.core.config import get_settings
-
-        context = get_current_context()
-        params = checked_params(context)
-        mode = params.get("mode") or get_settings().mode
-        if context["dag_run"].run_type == "scheduled" and mode != "kappa":
-            # Airflow's task log shows only "Skipping task."; the reason goes in the log too.
-            _skip(
-                f"{mode} mode: the batch layer recomputes the views; scheduled replays run "
-                "only in kappa mode (trigger this DAG by hand for a backfill)"
-            )
-        args = replay_arguments(params, scheduled=context["dag_run"].run_type == "scheduled")
-        outcome = run_job("jobs.replay", args, on_line=log.info)
-        if outcome.returncode == Exit.BAD_REQUEST:
-            raise AirflowFailException("the replay was refused: see the reason above")
-        # Not served: written, so it is still announced; the promote task reports the gate.
-        summary = outcome.summary("replay", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
-        summary["dry_run"] = bool(params["dry_run"])
-        summary["mode"] = mode  # the promotion gate compares with batch in lambda mode
-        summary["auto_promote"] = bool(params["auto_promote"]) or (
-            context["dag_run"].run_type == "scheduled"
-        )
-        return summary
+        return replay_log(get_current_context())
 
     @task(execution_timeout=timedelta(hours=1))
     def promote(replayed: dict[str, Any]) -> str:
-        from dags.support.job_runner import run_job
-        from jobs.contract import Exit, describe
-
-        if replayed["dry_run"]:
-            _skip("dry run: nothing to promote")
-        if replayed.get("active") and replayed.get("served"):
-            _skip(f"{replayed['version']} is the active version and passed its gate: served")
-        if replayed.get("active"):
-            # The note says since when serving has read it so, and warns after a week.
-            raise AirflowFailException(
-                f"{replayed['version']} was extended but its reconciliation gate failed (see "
-                "the replay task's log and the reconcile DAG's report). "
-                f"{replayed.get('unserved') or ''}\nPromote it with promote_version (Force to "
-                "serve it anyway) once the cause is understood."
-            )
-        if not replayed["auto_promote"]:
-            _skip(
-                f"auto-promote is off: promote {replayed['version']} with the promote_version "
-                "DAG when you are ready"
-            )
-        outcome = run_job(
-            "jobs.versions",
-            ["promote", replayed["version"]],
-            on_line=log.info,
-            extra_env={"TRIBUTARY__MODE": replayed["mode"]},
-        )
-        if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
-            raise AirflowFailException(
-                f"{replayed['version']} was not promoted: its gate failed (see above)"
-            )
-        if outcome.returncode != Exit.OK:
-            raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
-        return str(replayed["version"])
+        return promote_replayed(replayed)
 
     @task(outlets=[REPLAY_ASSET])
     def announce(replayed: dict[str, Any]) -> None:
-        if replayed["dry_run"]:
-            _skip("dry run: no version was written")
-        if replayed.get("new_records") == 0:
-            _skip(f"{replayed['version']} had nothing new to read: nothing changed")
-        get_current_context()["outlet_events"][REPLAY_ASSET].extra = {
-            "version": replayed["version"]
-        }
+        announce_version(replayed, get_current_context()["outlet_events"])
 
     replayed = replay()
     # TaskFlow passes the XCom at run time; mypy sees the XComArg placeholder.
@@ -207,7 +148,86 @@ def kappa_replay() -> None:
     promote(replayed)  # type: ignore[arg-type]
 
 
-def replay_arguments(params: dict[str, Any], scheduled: bool) -> list[str]:
+# The tasks' logic, callable with a context (tests run it in-process, with the job in-process
+# too through `run`; Airflow's tasks run the job as a child process).
+
+
+def replay_log(context: Mapping[str, Any], run: RunJob | None = None) -> dict[str, Any]:
+    """The replay task: skip a scheduled run outside kappa mode, else run jobs.replay with
+    the run's parameters; its summary for the next tasks."""
+    from dags.support.job_runner import run_job
+    from dags.support.run_params import checked_params
+    from jobs.contract import Exit
+    from lakehouse.core.config import get_settings
+
+    params = checked_params(context)
+    scheduled = context["dag_run"].run_type == "scheduled"
+    mode = params.get("mode") or get_settings().mode
+    if scheduled and mode != "kappa":
+        # Airflow's task log shows only "Skipping task."; the reason goes in the log too.
+        _skip(
+            f"{mode} mode: the batch layer recomputes the views; scheduled replays run "
+            "only in kappa mode (trigger this DAG by hand for a backfill)"
+        )
+    args = replay_arguments(params, scheduled=scheduled)
+    outcome = (run or run_job)("jobs.replay", args, on_line=log.info)
+    if outcome.returncode == Exit.BAD_REQUEST:
+        raise AirflowFailException("the replay was refused: see the reason above")
+    # Not served: written, so it is still announced; the promote task reports the gate.
+    summary = outcome.summary("replay", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
+    summary["dry_run"] = bool(params["dry_run"])
+    summary["mode"] = mode  # the promotion gate compares with batch in lambda mode
+    summary["auto_promote"] = bool(params["auto_promote"]) or scheduled
+    return summary
+
+
+def promote_replayed(replayed: dict[str, Any], run: RunJob | None = None) -> str:
+    """The promote task: promote what the replay wrote when asked to, or say why not."""
+    from dags.support.job_runner import run_job
+    from jobs.contract import Exit, describe
+
+    if replayed["dry_run"]:
+        _skip("dry run: nothing to promote")
+    if replayed.get("active") and replayed.get("served"):
+        _skip(f"{replayed['version']} is the active version and passed its gate: served")
+    if replayed.get("active"):
+        # The note says since when serving has read it so, and warns after a week.
+        raise AirflowFailException(
+            f"{replayed['version']} was extended but its reconciliation gate failed (see "
+            "the replay task's log and the reconcile DAG's report). "
+            f"{replayed.get('unserved') or ''}\nPromote it with promote_version (Force to "
+            "serve it anyway) once the cause is understood."
+        )
+    if not replayed["auto_promote"]:
+        _skip(
+            f"auto-promote is off: promote {replayed['version']} with the promote_version "
+            "DAG when you are ready"
+        )
+    outcome = (run or run_job)(
+        "jobs.versions",
+        ["promote", replayed["version"]],
+        on_line=log.info,
+        extra_env={"TRIBUTARY__MODE": replayed["mode"]},
+    )
+    if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
+        raise AirflowFailException(
+            f"{replayed['version']} was not promoted: its gate failed (see above)"
+        )
+    if outcome.returncode != Exit.OK:
+        raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
+    return str(replayed["version"])
+
+
+def announce_version(replayed: dict[str, Any], outlet_events: Any) -> None:
+    """The announce task: the version written, on the asset the reconcile DAG listens to."""
+    if replayed["dry_run"]:
+        _skip("dry run: no version was written")
+    if replayed.get("new_records") == 0:
+        _skip(f"{replayed['version']} had nothing new to read: nothing changed")
+    outlet_events[REPLAY_ASSET].extra = {"version": replayed["version"]}
+
+
+def replay_arguments(params: Mapping[str, Any], scheduled: bool) -> list[str]:
     """jobs.replay's arguments for a run. The scheduled run (kappa mode only) extends the
     active version; a triggered one passes the form on, and the job refuses what conflicts."""
     if scheduled:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
+
+if TYPE_CHECKING:
+    from dags.support.job_runner import RunJob
 
 log = logging.getLogger("tributary.dags.promote_version")
 
@@ -54,22 +59,26 @@ serves it if the gate passes (or with *Force*).
 def promote_version() -> None:
     @task(execution_timeout=timedelta(hours=1))
     def promote() -> str:
-        from dags.support.job_runner import run_job
-        from dags.support.run_params import checked_params
-        from jobs.contract import Exit, describe
-
-        params = checked_params(get_current_context())
-        args = ["promote", params["version"]] + (["--force"] if params["force"] else [])
-        outcome = run_job("jobs.versions", args, on_line=log.info)
-        if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
-            raise AirflowFailException(
-                f"{params['version']} was not promoted: see the reason above"
-            )
-        if outcome.returncode != Exit.OK:
-            raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
-        return str(params["version"])
+        return promote_requested(get_current_context())
 
     promote()
+
+
+def promote_requested(context: Mapping[str, Any], run: RunJob | None = None) -> str:
+    """The promote task (callable with a context; tests run the job in-process through
+    `run`): jobs.versions promote; a refusal fails the run at once, with the reason."""
+    from dags.support.job_runner import run_job
+    from dags.support.run_params import checked_params
+    from jobs.contract import Exit, describe
+
+    params = checked_params(context)
+    args = ["promote", params["version"]] + (["--force"] if params["force"] else [])
+    outcome = (run or run_job)("jobs.versions", args, on_line=log.info)
+    if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
+        raise AirflowFailException(f"{params['version']} was not promoted: see the reason above")
+    if outcome.returncode != Exit.OK:
+        raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
+    return str(params["version"])
 
 
 promote_version()

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import logging
 import operator
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from functools import reduce
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+if TYPE_CHECKING:
+    from dags.support.job_runner import RunJob
 
 log = logging.getLogger("tributary.dags.reconcile")
 
@@ -99,39 +103,45 @@ counts are exact by default); the message gives the count and the first windows.
 def reconcile() -> None:
     @task(execution_timeout=timedelta(hours=1))
     def compare() -> dict[str, Any]:
-        from dags.support.job_runner import run_job
-        from dags.support.run_params import checked_params
-        from jobs.contract import Exit
-
-        context = get_current_context()
-        checked_params(context)
-        summaries: dict[str, Any] = {}
-        failures: list[str] = []
-        for index, (label, arguments) in enumerate(_comparisons(context)):
-            # The first comparison is recorded under the run's id, the others beside it.
-            left = arguments[1].replace(":", "_")
-            run_id = context["run_id"] if index == 0 else f"{context['run_id']}:{left}"
-            args = [*arguments, "--run-id", run_id]
-            log.info("%s: running jobs.reconcile %s", label, " ".join(args))
-            outcome = run_job("jobs.reconcile", args, log.info)
-            if outcome.returncode == Exit.NOTHING_TO_DO:
-                log.info("%s: no window is final on both sides yet: nothing compared", label)
-                continue
-            if outcome.returncode == Exit.BAD_REQUEST:
-                raise AirflowFailException("bad parameters: see the log above")
-            result = outcome.summary("reconcile", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
-            log.info("reconciliation report: %s", result["report"])
-            if outcome.returncode == Exit.CHECKS_FAILED:
-                failures.append(f"{label}: {result['gate']}\nreport: {result['report']}")
-                continue
-            summaries[label] = result
-        if failures:
-            raise AirflowFailException("\n\n".join(failures))
-        if not summaries:
-            raise AirflowSkipException("no window is final on both sides yet: nothing compared")
-        return summaries
+        return compare_sources(get_current_context())
 
     compare()
+
+
+def compare_sources(context: Mapping[str, Any], run: RunJob | None = None) -> dict[str, Any]:
+    """The compare task (callable with a context; tests run it in-process, with the job in
+    process too through `run`): one jobs.reconcile per comparison; fails if any gate fails,
+    skips if nothing was final on both sides."""
+    from dags.support.job_runner import run_job
+    from dags.support.run_params import checked_params
+    from jobs.contract import Exit
+
+    checked_params(context)
+    summaries: dict[str, Any] = {}
+    failures: list[str] = []
+    for index, (label, arguments) in enumerate(_comparisons(context)):
+        # The first comparison is recorded under the run's id, the others beside it.
+        left = arguments[1].replace(":", "_")
+        run_id = context["run_id"] if index == 0 else f"{context['run_id']}:{left}"
+        args = [*arguments, "--run-id", run_id]
+        log.info("%s: running jobs.reconcile %s", label, " ".join(args))
+        outcome = (run or run_job)("jobs.reconcile", args, log.info)
+        if outcome.returncode == Exit.NOTHING_TO_DO:
+            log.info("%s: no window is final on both sides yet: nothing compared", label)
+            continue
+        if outcome.returncode == Exit.BAD_REQUEST:
+            raise AirflowFailException("bad parameters: see the log above")
+        result = outcome.summary("reconcile", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
+        log.info("reconciliation report: %s", result["report"])
+        if outcome.returncode == Exit.CHECKS_FAILED:
+            failures.append(f"{label}: {result['gate']}\nreport: {result['report']}")
+            continue
+        summaries[label] = result
+    if failures:
+        raise AirflowFailException("\n\n".join(failures))
+    if not summaries:
+        raise AirflowSkipException("no window is final on both sides yet: nothing compared")
+    return summaries
 
 
 def _comparisons(context: Any) -> list[tuple[str, list[str]]]:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from airflow.sdk import dag, task
 from airflow.sdk.exceptions import AirflowFailException
+
+if TYPE_CHECKING:
+    from dags.support.job_runner import RunJob
 
 log = logging.getLogger("tributary.dags.rollback_version")
 
@@ -32,16 +36,22 @@ deleted; promote again to undo. Fails with the reason when nothing was ever prom
 def rollback_version() -> None:
     @task(execution_timeout=timedelta(minutes=30))
     def rollback() -> None:
-        from dags.support.job_runner import run_job
-        from jobs.contract import Exit, describe
-
-        outcome = run_job("jobs.versions", ["rollback"], on_line=log.info)
-        if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
-            raise AirflowFailException("nothing was rolled back: see the reason above")
-        if outcome.returncode != Exit.OK:
-            raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
+        roll_back()
 
     rollback()
+
+
+def roll_back(run: RunJob | None = None) -> None:
+    """The rollback task (tests run the job in-process through `run`): jobs.versions
+    rollback; a refusal fails the run at once, with the reason."""
+    from dags.support.job_runner import run_job
+    from jobs.contract import Exit, describe
+
+    outcome = (run or run_job)("jobs.versions", ["rollback"], on_line=log.info)
+    if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
+        raise AirflowFailException("nothing was rolled back: see the reason above")
+    if outcome.returncode != Exit.OK:
+        raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
 
 
 rollback_version()

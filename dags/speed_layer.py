@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -83,59 +84,73 @@ def speed_layer() -> None:
     # Seconds to minutes, never the stream's lifetime: the stream runs outside Airflow.
     @task(execution_timeout=timedelta(minutes=5))
     def supervise() -> dict[str, Any]:
-        from dags.support.run_params import checked_params
-        from lakehouse.core.config import get_settings
-        from lakehouse.speed.supervisor import SpeedLayerSupervisor, SupervisorError
-
-        action = checked_params(get_current_context())["action"]
-        try:
-            done = SpeedLayerSupervisor(get_settings()).apply(action)
-        except SupervisorError as err:
-            raise AirflowFailException(str(err)) from None
-        log.info("%s", done["outcome"])
-        return done
+        return apply_action(get_current_context())
 
     @task(execution_timeout=timedelta(minutes=10))
     def check_health(done: dict[str, Any]) -> dict[str, Any]:
-        from lakehouse.core.config import get_settings
-        from lakehouse.speed.supervisor import SpeedLayerSupervisor, SupervisorError
-
-        if not done["running"]:
-            raise AirflowSkipException(f"nothing to check: {done['outcome']}")
-        # kafka-python narrates every connection at INFO; keep the verdict line readable.
-        logging.getLogger("kafka").setLevel(logging.WARNING)
-        settings = get_settings()
-        supervisor = SpeedLayerSupervisor(settings)
-        try:
-            health = supervisor.assess()
-        except SupervisorError as err:
-            raise AirflowFailException(str(err)) from None
-        if health.status == "stale":
-            after = supervisor.restart()
-            raise AirflowFailException(
-                f"{health.message}. Restarted the speed layer (new pid {after.pid}); "
-                f"see {after.log_file} if it happens again"
-            )
-        if health.status in ("lagging", "slow"):
-            raise AirflowFailException(health.message)
-        if health.status == "starting" and health.records_waiting:
-            raise AirflowFailException(
-                f"{health.message}: no micro-batch committed within "
-                f"{settings.supervisor.first_batch_timeout_seconds:.0f} s of the start; "
-                f"see {supervisor.status().log_file}"
-            )
-        log.info("%s", health.message)
-        at = health.last_batch_at
-        return {
-            "status": health.status,
-            "message": health.message,
-            "batch_id": health.batch_id,
-            "last_batch_at": at.isoformat() if at else None,
-            "records_waiting": health.records_waiting,
-        }
+        return assess_stream(done)
 
     # TaskFlow passes the XCom at run time; mypy sees the XComArg placeholder.
     check_health(supervise())  # type: ignore[arg-type]
+
+
+# The tasks' logic, callable with a context (tests run it in-process).
+
+
+def apply_action(context: Mapping[str, Any]) -> dict[str, Any]:
+    """The supervise task: do what the run's `action` asks; what was done."""
+    from dags.support.run_params import checked_params
+    from lakehouse.core.config import get_settings
+    from lakehouse.speed.supervisor import SpeedLayerSupervisor, SupervisorError
+
+    action = checked_params(context)["action"]
+    try:
+        done = SpeedLayerSupervisor(get_settings()).apply(action)
+    except SupervisorError as err:
+        raise AirflowFailException(str(err)) from None
+    log.info("%s", done["outcome"])
+    return done
+
+
+def assess_stream(done: Mapping[str, Any]) -> dict[str, Any]:
+    """The check_health task: judge the stream the supervise task left running; restart a
+    stale one; fail on any verdict but healthy."""
+    from lakehouse.core.config import get_settings
+    from lakehouse.speed.supervisor import SpeedLayerSupervisor, SupervisorError
+
+    if not done["running"]:
+        raise AirflowSkipException(f"nothing to check: {done['outcome']}")
+    # kafka-python narrates every connection at INFO; keep the verdict line readable.
+    logging.getLogger("kafka").setLevel(logging.WARNING)
+    settings = get_settings()
+    supervisor = SpeedLayerSupervisor(settings)
+    try:
+        health = supervisor.assess()
+    except SupervisorError as err:
+        raise AirflowFailException(str(err)) from None
+    if health.status == "stale":
+        after = supervisor.restart()
+        raise AirflowFailException(
+            f"{health.message}. Restarted the speed layer (new pid {after.pid}); "
+            f"see {after.log_file} if it happens again"
+        )
+    if health.status in ("lagging", "slow"):
+        raise AirflowFailException(health.message)
+    if health.status == "starting" and health.records_waiting:
+        raise AirflowFailException(
+            f"{health.message}: no micro-batch committed within "
+            f"{settings.supervisor.first_batch_timeout_seconds:.0f} s of the start; "
+            f"see {supervisor.status().log_file}"
+        )
+    log.info("%s", health.message)
+    at = health.last_batch_at
+    return {
+        "status": health.status,
+        "message": health.message,
+        "batch_id": health.batch_id,
+        "last_batch_at": at.isoformat() if at else None,
+        "records_waiting": health.records_waiting,
+    }
 
 
 speed_layer()

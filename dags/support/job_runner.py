@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from jobs.contract import Exit, describe, read_result
 from lakehouse.core.paths import REPO_ROOT
@@ -36,6 +36,18 @@ class JobOutcome:
         if found is None:
             raise RuntimeError(f"{job} ended with status {self.returncode} but printed no result")
         return found
+
+
+class RunJob(Protocol):
+    """What a task calls to run a job: run_job below, or (tests) the job in-process."""
+
+    def __call__(
+        self,
+        module: str,
+        args: list[str],
+        on_line: Callable[[str], None],
+        extra_env: dict[str, str] | None = None,
+    ) -> JobOutcome: ...
 
 
 def run_job(
