@@ -15,22 +15,22 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from jobs.arguments import OneLineParser
+from jobs.arguments import OneLineParser, say
 from jobs.contract import Exit
 from lakehouse.core.config import DEFAULT_PROFILE, PROFILE_ENV, ConfigError, Settings, get_settings
-from lakehouse.core.delta_io import table_exists
 from lakehouse.core.kafka_io import KafkaUnavailableError, ensure_topic
-from lakehouse.core.kafka_offsets import end_offsets
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.paths import state_dir
 from lakehouse.core.secrets import secrets_file
 from lakehouse.core.spark import SparkSetupError, get_spark
 from lakehouse.core.storage import StorageError, ensure_bucket
 from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.speed import stream
+from lakehouse.speed.accounting import account, quarantine_reasons
 from lakehouse.speed.micro_batch import SpeedOutputs
 
 if TYPE_CHECKING:
@@ -55,81 +55,25 @@ def produce_events(settings: Settings, count: int, seed: int) -> dict[str, objec
     return produce(settings, cfg, ledger)
 
 
-def catch_up(spark: SparkSession, settings: Settings) -> str:
-    """Run the speed layer until it has read the whole log; or wait for the running one."""
-    from lakehouse.speed.stream import start_query
-
-    try:
-        with exclusive_writer(settings, "speed_layer"):
-            print("==> running the speed layer until it has caught up", flush=True)
-            start_query(spark, settings, OUT, available_now=True).awaitTermination()
-            return "ran the speed layer (trigger availableNow)"
-    except WriterBusyError:
-        print("==> the speed layer is already running; waiting for it to catch up", flush=True)
-        wait_for_running_stream(spark, settings, timeout=600)
-        return "the running speed layer caught up"
-
-
-def wait_for_running_stream(spark: SparkSession, settings: Settings, timeout: float) -> None:
-    from pyspark.sql import functions as F
-
-    target = end_offsets(settings)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if table_exists(spark, OUT.progress, settings):
-            newest = (
-                spark.read.format("delta")
-                .load(OUT.progress.path(settings))
-                .orderBy(F.col("processed_at").desc())
-                .select("offsets")
-                .first()
-            )
-            done = dict(newest["offsets"] or {}) if newest else {}
-            if all(done.get(p, 0) >= end for p, end in target.items()):
-                return
-        time.sleep(3)
-    raise TimeoutError(f"the running speed layer did not catch up within {timeout:.0f}s")
-
-
 def report(spark: SparkSession, settings: Settings) -> dict[str, int]:
     from pyspark.sql import functions as F
 
-    def rows(name: str) -> int:
-        return spark.read.format("delta").load(getattr(OUT, name).path(settings)).count()
-
-    progress = spark.read.format("delta").load(OUT.progress.path(settings))
-    totals = progress.agg(*(F.sum(c).alias(c) for c in ("input_rows", "duplicates"))).first()
-    assert totals is not None
-    counts = {
-        "consumed": int(totals["input_rows"] or 0),
-        "silver": rows("silver"),
-        "quarantined": rows("quarantine"),
-        "duplicates": int(totals["duplicates"] or 0),
-        "late": rows("late"),
-    }
-    balanced = counts["consumed"] == counts["silver"] + counts["quarantined"] + counts["duplicates"]
+    counts = account(spark, settings, OUT)
     print("\n==> accounting over the whole log")
     print(
-        f"    consumed {counts['consumed']} = silver {counts['silver']} + quarantined "
-        f"{counts['quarantined']} + duplicates {counts['duplicates']}   "
-        f"[{'balanced' if balanced else 'NOT BALANCED'}]"
+        f"    consumed {counts.consumed} = silver {counts.silver} + quarantined "
+        f"{counts.quarantined} + duplicates {counts.duplicates}   "
+        f"[{'balanced' if counts.balanced else 'NOT BALANCED'}]"
     )
-    print(f"    late events set aside: {counts['late']}")
-    reasons = (
-        spark.read.format("delta")
-        .load(OUT.quarantine.path(settings))
-        .groupBy("reason")
-        .count()
-        .orderBy(F.desc("count"), "reason")
-        .collect()
-    )
+    print(f"    late events set aside: {counts.late}")
+    reasons = quarantine_reasons(spark, settings, OUT)
     shown = reasons[:QUARANTINE_REASONS_SHOWN]
     print(f"    quarantine reasons ({len(shown)} most common of {len(reasons)}):")
-    for r in shown:
-        print(f"      {r['count']:6}  {r['reason']}")
+    for reason, count in shown:
+        print(f"      {count:6}  {reason}")
     if rest := reasons[QUARANTINE_REASONS_SHOWN:]:
         print(
-            f"      {sum(r['count'] for r in rest):6}  ({len(rest)} other reasons; every "
+            f"      {sum(count for _, count in rest):6}  ({len(rest)} other reasons; every "
             "record with its reasons is in bronze.quarantine)"
         )
     print("    newest 1-minute windows (speed.event_counts_1m):")
@@ -144,9 +88,13 @@ def report(spark: SparkSession, settings: Settings) -> dict[str, int]:
             f"      {r['window_start']:%Y-%m-%d %H:%M}  {r['event_type']:12} "
             f"{r['events']:5} events  {r['amount_sum']:>10} amount"
         )
-    if not balanced:
+    if not counts.balanced:
         raise AssertionError("the accounting does not balance: a record was lost")
-    return counts
+    return asdict(counts)
+
+
+def catch_up(spark: SparkSession, settings: Settings) -> str:
+    return stream.catch_up(spark, settings, say)
 
 
 def batch_and_serve(spark: SparkSession, settings: Settings) -> None:

@@ -16,10 +16,10 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from lakehouse.core.config import Settings
-from lakehouse.core.delta_io import read_kafka_stream
+from lakehouse.core.delta_io import read_kafka_stream, table_exists
 from lakehouse.core.kafka_io import ensure_topic
 from lakehouse.core.kafka_offsets import end_offsets
-from lakehouse.core.locks import exclusive_writer
+from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.spark import get_spark
 from lakehouse.core.storage import ensure_bucket
 from lakehouse.speed.micro_batch import KeptVersions, MicroBatchProcessor, SpeedOutputs
@@ -173,3 +173,39 @@ def run_speed_layer(
             f"`touch {stop.stop_file}`"
         )
         run_until_stopped(query, stop, say=say)
+
+
+def catch_up(spark: SparkSession, settings: Settings, say: Callable[[str], None] = print) -> str:
+    """Run the live speed layer until it has read the whole log, or, when it is already
+    running (its lock is held), wait until it has. Says which it was."""
+    try:
+        with exclusive_writer(settings, QUERY_NAME):
+            say("==> running the speed layer until it has caught up")
+            start_query(spark, settings, SpeedOutputs.live(), available_now=True).awaitTermination()
+            return "ran the speed layer (trigger availableNow)"
+    except WriterBusyError:
+        say("==> the speed layer is already running; waiting for it to catch up")
+        wait_for_running_stream(spark, settings, timeout=600)
+        return "the running speed layer caught up"
+
+
+def wait_for_running_stream(spark: SparkSession, settings: Settings, timeout: float) -> None:
+    from pyspark.sql import functions as F
+
+    progress = SpeedOutputs.live().progress
+    target = end_offsets(settings)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if table_exists(spark, progress, settings):
+            newest = (
+                spark.read.format("delta")
+                .load(progress.path(settings))
+                .orderBy(F.col("processed_at").desc())
+                .select("offsets")
+                .first()
+            )
+            done = dict(newest["offsets"] or {}) if newest else {}
+            if all(done.get(p, 0) >= end for p, end in target.items()):
+                return
+        time.sleep(3)
+    raise TimeoutError(f"the running speed layer did not catch up within {timeout:.0f}s")
