@@ -1,13 +1,21 @@
 """The batch_layer DAG's data intervals are the hours it recomputes, and it publishes one
-asset per batch view."""
+asset per batch view. Its task, run here: in kappa mode it does nothing and says why; a
+reversed interval fails at once with jobs.batch_layer's reason (the job, in-process, refuses
+before it starts Spark). tests/integration/test_batch_layer_dag.py runs the DAG for real."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 import pytest
+
+from tests.dags.conftest import DagFile, load_dag_file, no_job
+
+if TYPE_CHECKING:
+    from dags.support.job_runner import RunJob
 
 
 def datetime(*args: int) -> pendulum.DateTime:
@@ -59,3 +67,36 @@ def test_the_recompute_task_publishes_an_asset_per_view(batch_dag: Any) -> None:
 
 def test_a_run_waits_for_the_previous_one(batch_dag: Any) -> None:
     assert batch_dag.max_active_runs == 1
+
+
+@pytest.fixture(scope="module")
+def batch(airflow_home: Path) -> DagFile:
+    return load_dag_file("batch_layer")
+
+
+def test_in_kappa_mode_a_run_does_nothing_and_says_why(
+    batch: DagFile, caplog: pytest.LogCaptureFixture
+) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    caplog.set_level(logging.INFO, logger="tributary.dags")
+    context = batch.context("recompute", {"mode": "kappa"})
+    with pytest.raises(AirflowSkipException, match="the kappa_replay DAG replays the log"):
+        batch.module.recompute_run_interval(context, run=no_job)
+    assert "kappa mode: there is no batch layer; corrections come from replays" in caplog.text
+
+
+def test_a_reversed_interval_from_the_form_fails_with_the_reason(
+    batch: DagFile, jobs_here: RunJob, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """Failed at once (AirflowFailException: the DAG's retries do not apply)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    caplog.set_level(logging.INFO, logger="tributary.dags")
+    conf = {"start": "2026-01-01T11:00:00Z", "end": "2026-01-01T10:00:00Z"}
+    context = batch.context("recompute", conf)
+    with pytest.raises(AirflowFailException, match="bad interval") as refused:
+        batch.module.recompute_run_interval(context, run=jobs_here)
+    assert type(refused.value) is AirflowFailException
+    assert "empty or reversed" in caplog.text, caplog.text
+    assert not (tmp_path / "lakehouse").exists()

@@ -1,15 +1,22 @@
 """What the kappa_replay DAG asks jobs.replay to do: the scheduled run extends the active
 version (the recent log); a triggered run passes its form on, conflicts included, for the
-job to refuse with its reason."""
+job to refuse with its reason, which fails the run at once; and what its promote and announce
+tasks do with a dry run. The tasks run here, with jobs.replay in-process (it refuses before
+it reads Kafka or starts Spark); tests/integration/test_kappa_replay_dag.py runs the DAG in
+Airflow for real."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.dags.conftest import load_dag_module
+from tests.dags.conftest import DagFile, load_dag_file, load_dag_module
+
+if TYPE_CHECKING:
+    from dags.support.job_runner import RunJob
 
 FORM = {
     "start": "earliest",
@@ -60,3 +67,60 @@ def test_extend_with_another_start_is_passed_on_for_the_job_to_refuse(kr: Any) -
         "--offsets",
         '{"0": 5}',
     ]
+
+
+@pytest.fixture(scope="module")
+def kappa(airflow_home: Path) -> DagFile:
+    return load_dag_file("kappa_replay")
+
+
+@pytest.mark.parametrize(
+    ("conf", "says"),
+    [
+        ({"start": "offsets"}, "start 'offsets' needs per-partition offsets"),
+        ({"start": "earliest", "offsets": '{"0": 5}'}, "'earliest' takes neither"),
+        ({"start": "offsets", "offsets": "first ten"}, "are not a JSON object of partition"),
+    ],
+    ids=["offsets-without-offsets", "earliest-with-offsets", "offsets-not-json"],
+)
+def test_a_combination_the_form_cannot_check_fails_with_the_jobs_reason(
+    kappa: DagFile,
+    jobs_here: RunJob,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    conf: dict[str, Any],
+    says: str,
+) -> None:
+    """Airflow accepts these (each field is valid alone); jobs.replay refuses them, and the
+    task fails at once (AirflowFailException: no retry), the job's reason in its log."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    caplog.set_level(logging.INFO, logger="tributary.dags")
+    context = kappa.context("replay", {**conf, "version": "t0refused"})
+    with pytest.raises(AirflowFailException, match="the replay was refused") as refused:
+        kappa.module.replay_log(context, run=jobs_here)
+    assert type(refused.value) is AirflowFailException
+    assert says in caplog.text and "nothing written" in caplog.text, caplog.text
+    assert not (tmp_path / "lakehouse").exists(), "a refused replay wrote something"
+
+
+def test_announce_and_promote_run_only_after_a_replay_that_succeeded(kappa: DagFile) -> None:
+    """A refused or failed replay leaves them upstream_failed: nothing announced or promoted."""
+    for task_id in ("announce", "promote"):
+        task = kappa.dag.get_task(task_id)
+        assert task.upstream_task_ids == {"replay"}, task_id
+        assert task.trigger_rule == "all_success", task_id
+
+
+def test_a_dry_run_is_neither_announced_nor_promoted(
+    kappa: DagFile, caplog: pytest.LogCaptureFixture
+) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    caplog.set_level(logging.INFO, logger="tributary.dags")
+    replayed = {"version": "v9", "dry_run": True, "auto_promote": True, "mode": "lambda"}
+    with pytest.raises(AirflowSkipException, match="dry run: nothing to promote"):
+        kappa.module.promote_replayed(replayed)
+    with pytest.raises(AirflowSkipException, match="dry run: no version was written"):
+        kappa.module.announce_version(replayed, {})
+    assert "dry run: nothing to promote" in caplog.text

@@ -1,0 +1,46 @@
+"""The promote_version and rollback_version DAGs' tasks, run here with jobs.versions in-process
+on a lakehouse of the test's own: a refusal fails the run at once with the job's reason and
+changes nothing. An empty lakehouse is the case for both, whatever the services' lakehouse
+holds (its pointer may have a promotion another run left)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.dags.conftest import load_dag_file
+
+if TYPE_CHECKING:
+    from dags.support.job_runner import RunJob
+
+
+def test_promoting_a_version_that_does_not_exist_fails_with_the_reason(
+    airflow_home: Path, jobs_here: RunJob, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    caplog.set_level(logging.INFO, logger="tributary.dags")
+    promote = load_dag_file("promote_version")
+    context = promote.context("promote", {"version": "tmissing", "force": False})
+    with pytest.raises(AirflowFailException, match="tmissing was not promoted") as refused:
+        promote.module.promote_requested(context, run=jobs_here)
+    assert type(refused.value) is AirflowFailException
+    assert "no version 'tmissing'" in caplog.text and "nothing changed" in caplog.text
+    assert not (tmp_path / "lakehouse" / "ops" / "serving_pointer").exists()
+
+
+def test_rollback_with_nothing_promoted_fails_with_the_reason(
+    airflow_home: Path, jobs_here: RunJob, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    caplog.set_level(logging.INFO, logger="tributary.dags")
+    rollback = load_dag_file("rollback_version")
+    with pytest.raises(AirflowFailException, match="nothing was rolled back") as refused:
+        rollback.module.roll_back(run=jobs_here)
+    assert type(refused.value) is AirflowFailException
+    assert "nothing to roll back" in caplog.text, caplog.text
+    assert not (tmp_path / "lakehouse" / "ops" / "serving_pointer").exists()
