@@ -3,19 +3,19 @@ streamed by the speed layer, then recomputed from bronze and checked
 
 - against the speed layer (lambda correctness: batch = speed + late, window by window),
 - against an independent pandas recomputation from the generator's ledger,
-- for independence from how time is cut (24 hourly runs = 1 daily run = overlapping runs),
-- for atomicity (a run killed mid-write leaves every table readable and the seam unmoved),
-- and through the serving layer (the seam, and reads during a write).
+- for independence from how time is cut (hourly runs = 1 daily run = overlapping runs),
+- for atomicity (a run that fails mid-write leaves every table readable and the seam unmoved),
+- and through the serving layer (the seam, reads during a write, the `tributary` command).
+
+The stream runs once per module; each test recomputes in a copy of what it wrote (or of the
+lakehouse the seam test's run left), so no two tests build the same state.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import shutil
-import subprocess
-import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pytest
 
+from jobs.contract import Exit
+from lakehouse.batch import recompute
 from lakehouse.batch.recompute import Interval, NoDataError, recompute_interval, vacuum_if_due
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table
@@ -36,11 +38,12 @@ from lakehouse.transforms.views import VIEWS
 from tests.conftest import new_topic
 from tests.delta_files import replaced_files
 from tests.integration import speed_checks as expect
+from tests.integration.tributary_here import run_tributary
+from tests.jobs_in_process import Ran, RunJob
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
-REPO = Path(__file__).parents[2]
 HOUR = timedelta(hours=1)
 
 
@@ -67,9 +70,10 @@ class Day:
         self.tmp, self.topic, self.day, self.ledger = tmp, topic, day, ledger
         self.streamed = settings_for(tmp / "streamed", topic)
 
-    def copy(self, name: str) -> Settings:
-        """A lakehouse holding what the stream wrote, and no batch results yet."""
-        shutil.copytree(self.tmp / "streamed" / "lake", self.tmp / name / "lake")
+    def copy(self, name: str, source: str = "streamed") -> Settings:
+        """A lakehouse holding what the stream wrote, and no batch results yet; or a copy of
+        the lakehouse `source` (another copy's name), batch results included."""
+        shutil.copytree(self.tmp / source / "lake", self.tmp / name / "lake")
         return settings_for(self.tmp / name, self.topic)
 
     def hour(self, k: int) -> Interval:
@@ -190,13 +194,34 @@ def test_batch_equals_a_pandas_recomputation_from_the_ledger(
     assert len(sessions) > 50
 
 
-def test_24_hourly_runs_equal_one_daily_run(spark: SparkSession, day: Day, daily: Settings) -> None:
+def test_consecutive_hourly_runs_equal_one_daily_run(
+    spark: SparkSession, day: Day, daily: Settings
+) -> None:
+    """Three hourly runs give the rows of their three hours exactly as the daily run does.
+
+    The seam rule is the same at every cut: a row belongs to the run whose interval holds its
+    time, and is computed from every event it depends on, before the interval (a sliding
+    window's lookback, a session's quiet gap) and after it (a minute's tail, a session that
+    goes on). Three runs cut time at four places, two between hourly runs and two at their
+    outer edges, where the daily run has no cut; more hours would repeat the same cuts.
+    Sessions that cross the cuts are asserted, so the seam is really crossed."""
     hourly = day.copy("hourly")
-    for k in range(24):
-        # An hour the generator left empty has nothing to write and nothing to compare.
-        with contextlib.suppress(NoDataError):
-            recompute_interval(spark, hourly, day.hour(k), f"hour-{k}")
-    assert all_views(spark, hourly, day.day) == all_views(spark, daily, day.day)
+    first, end = 11, 14
+    for k in range(first, end):
+        recompute_interval(spark, hourly, day.hour(k), f"hour-{k}")
+    hours = day.span(first, end)
+    expected = all_views(spark, daily, hours)
+    assert all(expected.values()), "every view has rows in the hours compared"
+    assert all_views(spark, hourly, hours) == expected
+
+    cuts = [day.hour(k).start.replace(tzinfo=None) for k in range(first, end + 1)]
+    crossing = {
+        cut
+        for (_, start, end_, *_) in expected["batch.user_sessions"]
+        for cut in cuts
+        if start < cut <= end_
+    }
+    assert len(crossing) >= 2, f"sessions must cross the cuts; crossed: {sorted(crossing)}"
 
 
 def test_overlapping_backfills_and_reruns_leave_identical_tables(
@@ -245,64 +270,55 @@ def test_the_files_reruns_replaced_are_deleted_when_old_enough_and_a_vacuum_is_d
     assert all_views(spark, vacuumed, day.span(0, 6)) == all_views(spark, daily, day.span(0, 6))
 
 
-def test_a_run_killed_mid_write_leaves_readable_tables_and_no_run_record(
-    spark: SparkSession, day: Day, daily: Settings
+def test_a_run_that_fails_mid_write_leaves_readable_tables_and_no_run_record(
+    spark: SparkSession, day: Day, daily: Settings, seam_run: Settings
 ) -> None:
-    killed = day.copy("killed")
-    recompute_interval(spark, killed, day.span(0, 12), "first-half")
-    before = all_views(spark, killed, day.day)
-    first_view = table("batch.event_counts_1m").path(killed)
-    commits = len(list(Path(first_view, "_delta_log").glob("*.json")))
+    """A run dies while it writes its second view: the first view's commit is in, the
+    second's write task fails after it has begun writing rows, the third view and the run
+    record are never reached. Every table still reads as one whole run's result, the run is not
+    recorded, the serving seam stays where it was, and a rerun completes the day.
 
-    job = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jobs.batch_layer",
-            "--start",
-            day.span(12, 24).start.isoformat(),
-            "--end",
-            day.day.end.isoformat(),
-            "--run-id",
-            "killed",
-        ],
-        cwd=REPO,
-        env={
-            **os.environ,
-            "PYTHONPATH": str(REPO),
-            "TRIBUTARY_PROFILE": "local",
-            "TRIBUTARY__STORAGE__ROOT": killed.storage.root,
-            "TRIBUTARY__STORAGE__CHECKPOINTS": killed.storage.checkpoints,
-        },
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        # Kill it right after its first commit: one view written, the others and the run
-        # record not (yet).
-        # Spark's start dominates; generous, as CI machines can be busy.
-        deadline = datetime.now(UTC) + timedelta(minutes=10)
-        while len(list(Path(first_view, "_delta_log").glob("*.json"))) == commits:
-            assert job.poll() is None, "the batch job ended before it could be killed"
-            assert datetime.now(UTC) < deadline, "the batch job wrote nothing in 10 minutes"
-        job.kill()
-    finally:
-        job.kill()
-        job.wait()
-
-    after = all_views(spark, killed, day.day)  # every table is readable
+    The failure is raised inside the Spark task that writes the files (a row it reaches
+    raises), so the write stops midway as a killed job's would; only a test of the process
+    itself (signals, kill -9) needs a process of its own."""
+    failed = day.copy("failed", source="seam")
+    rest = Interval(day.span(0, 16).end, day.day.end)
+    before = all_views(spark, failed, day.day)
     complete = all_views(spark, daily, day.day)
+    written: list[str] = []
+    overwrite_where = recompute.overwrite_where
+
+    def failing_in_the_second_write(df: DataFrame, target: Any, *args: Any) -> int:
+        from pyspark.sql import functions as F
+
+        written.append(target.name)
+        if len(written) == 2:
+            fail = F.raise_error(F.lit("injected: the run dies writing its second view"))
+            # The task writes the rows it reads before the one that raises.
+            df = df.where(F.when(F.monotonically_increasing_id() >= 5, fail).isNull())
+        return overwrite_where(df, target, *args)
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(recompute, "overwrite_where", failing_in_the_second_write)
+        with pytest.raises(Exception, match="injected: the run dies writing its second view"):
+            recompute_interval(spark, failed, rest, "failed")
+    assert len(written) == 2, written
+
+    after = all_views(spark, failed, day.day)  # every table is readable
+    first = written[0]
+    assert after[first] == complete[first] != before[first], "the first view's commit is in"
     for name in after:
-        assert after[name] in (before[name], complete[name]), f"{name} is half-written"
-    runs = read_table(spark, table("ops.batch_runs"), killed)
-    assert "killed" not in {r["run_id"] for r in runs.collect()}
-    _, coverage = serve(spark, killed, "event_counts_1m")
-    assert coverage.high_water is not None and coverage.high_water <= day.span(0, 12).end, (
+        if name != first:
+            assert after[name] == before[name], f"{name} is half-written"
+    runs = read_table(spark, table("ops.batch_runs"), failed)
+    assert "failed" not in {r["run_id"] for r in runs.collect()}
+    _, coverage = serve(spark, failed, "event_counts_1m")
+    assert coverage.high_water is not None and coverage.high_water <= day.span(0, 16).end, (
         "the serving seam must not move over a run that did not finish"
     )
 
-    recompute_interval(spark, killed, day.span(12, 24), "second-half")
-    assert all_views(spark, killed, day.day) == complete
+    recompute_interval(spark, failed, rest, "rest")
+    assert all_views(spark, failed, day.day) == complete
 
 
 # --- serving -------------------------------------------------------------------------------
@@ -362,25 +378,27 @@ def test_serving_is_batch_before_the_seam_and_speed_after(
     assert differing <= late_after
 
 
-def tributary(day: Day, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The `tributary` command make setup installs, on the seam lakehouse, from any folder."""
-    return subprocess.run(
-        [str(REPO / ".venv" / "bin" / "tributary"), *args],
-        cwd=cwd,
-        env=environ_for(day.tmp / "seam", day.topic),
-        capture_output=True,
-        text=True,
-        timeout=300,
+def tributary(run_job_here: RunJob, day: Day, *args: str) -> Ran:
+    """The `tributary` command on the seam lakehouse (in this process: tests/integration/
+    tributary_here.py; test_cli.py runs the installed command from a folder of its own)."""
+    root = day.tmp / "seam"
+    return run_tributary(
+        run_job_here,
+        *args,
+        TRIBUTARY_PROFILE="local",
+        TRIBUTARY__STORAGE__ROOT=str(root / "lake"),
+        TRIBUTARY__STORAGE__CHECKPOINTS=str(root / "checkpoints"),
+        TRIBUTARY__KAFKA__TOPIC=day.topic,
     )
 
 
 def test_the_tributary_command_prints_the_served_answer(
-    spark: SparkSession, day: Day, seam_run: Settings, tmp_path: Path
+    spark: SparkSession, day: Day, seam_run: Settings, run_job_here: RunJob
 ) -> None:
     start, end = day.span(12, 20).start, day.span(12, 20).end
     run = tributary(
+        run_job_here,
         day,
-        tmp_path,
         "query",
         "event_counts_1m",
         "--from",
@@ -392,7 +410,7 @@ def test_the_tributary_command_prints_the_served_answer(
         "--limit",
         "100000",
     )
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == Exit.OK, run.stderr
     printed = pd.read_csv(io.StringIO(run.stdout), parse_dates=["window_start"])
     answer = {
         (r.window_start.to_pydatetime(), r.event_type): (r.events, round(r.amount_sum, 6), r.source)
@@ -411,11 +429,11 @@ def test_the_tributary_command_prints_the_served_answer(
 
 
 def test_the_serving_views_answer_spark_sql_from_the_tributary_command(
-    spark: SparkSession, day: Day, seam_run: Settings, tmp_path: Path
+    spark: SparkSession, day: Day, seam_run: Settings, run_job_here: RunJob
 ) -> None:
     run = tributary(
+        run_job_here,
         day,
-        tmp_path,
         "sql",
         "SELECT source, event_type, sum(events) AS events FROM serving_event_counts_1m "
         f"WHERE window_start >= '{day.day.start:%Y-%m-%d %H:%M}' "
@@ -423,7 +441,7 @@ def test_the_serving_views_answer_spark_sql_from_the_tributary_command(
         "--format",
         "csv",
     )
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == Exit.OK, run.stderr
     printed = pd.read_csv(io.StringIO(run.stdout))
     answer = {(r.source, r.event_type): r.events for r in printed.itertuples()}
     expected: dict[tuple[str, str], int] = {}
@@ -431,20 +449,19 @@ def test_the_serving_views_answer_spark_sql_from_the_tributary_command(
         expected[(source, event_type)] = expected.get((source, event_type), 0) + events
     assert answer == expected
 
-    wrong = tributary(day, tmp_path, "sql", "SELECT nothing FROM serving_no_such_view")
-    assert wrong.returncode == 2
+    wrong = tributary(run_job_here, day, "sql", "SELECT nothing FROM serving_no_such_view")
+    assert wrong.returncode == Exit.BAD_REQUEST
     assert "serving_no_such_view" in wrong.stderr and "serving_user_sessions" in wrong.stderr
     assert "Traceback" not in wrong.stderr
 
 
 def test_a_reader_sees_one_consistent_answer_while_a_batch_run_writes(
-    spark: SparkSession, day: Day
+    spark: SparkSession, day: Day, seam_run: Settings
 ) -> None:
-    settings = day.copy("concurrent")
-    recompute_interval(spark, settings, day.span(0, 8), "first")
+    settings = day.copy("concurrent", source="seam")  # batch results up to 16 h
     old = served_counts(spark, settings, day.day)
     writer = threading.Thread(
-        target=recompute_interval, args=(spark, settings, day.span(8, 24), "second")
+        target=recompute_interval, args=(spark, settings, day.span(16, 24), "second")
     )
     seen = []
     writer.start()
@@ -480,17 +497,18 @@ def test_an_interval_without_events_writes_nothing(spark: SparkSession, day: Day
     ],
 )
 def test_a_bad_interval_is_refused_with_a_message(
-    start: str, end: str, message: str, tmp_path: Path
+    start: str, end: str, message: str, tmp_path: Path, run_job_here: RunJob
 ) -> None:
-    job = subprocess.run(
-        [sys.executable, "-m", "jobs.batch_layer", "--start", start, "--end", end],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), "TRIBUTARY__STORAGE__ROOT": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=60,
+    job = run_job_here(
+        "jobs.batch_layer",
+        "--start",
+        start,
+        "--end",
+        end,
+        TRIBUTARY_PROFILE="local",
+        TRIBUTARY__STORAGE__ROOT=str(tmp_path),
     )
-    assert job.returncode == 2, job.stderr
+    assert job.returncode == Exit.BAD_REQUEST, job.stderr
     assert message in job.stderr and "nothing written" in job.stderr
     assert "Traceback" not in job.stderr
     assert not any(tmp_path.iterdir()), "nothing may be written"

@@ -1,46 +1,42 @@
-"""`python -m jobs.generate` against the real broker: what lands in the topic is what the
-ledger says, and bad arguments send nothing."""
+"""`python -m jobs.generate` (run in the test's process) against the real broker: what lands
+in the topic is what the ledger says, and bad arguments send nothing."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lakehouse.core.config import Settings
-from lakehouse.core.paths import REPO_ROOT
 from lakehouse.generator.clickstream import KINDS, read_ledger
 from tests.conftest import new_topic
+from tests.jobs_in_process import Ran, RunJob
 
-
-def run_generate(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "jobs.generate", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+Generate = Callable[..., Ran]
 
 
 @pytest.fixture
-def cli_env(minio_settings: Settings, kafka_up: str, tmp_path: Path) -> dict[str, str]:
-    """The tests' broker, and a private state folder so default ledgers land in tmp_path."""
-    env = dict(os.environ)
-    env.update(
-        TRIBUTARY_PROFILE=minio_settings.profile,
-        TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS=kafka_up,
-        TRIBUTARY_STATE=str(tmp_path / "state"),
-    )
-    return env
+def run_generate(
+    run_job_here: RunJob, minio_settings: Settings, kafka_up: str, tmp_path: Path
+) -> Generate:
+    """`python -m jobs.generate ARGS` with the tests' broker, and a private state folder so
+    default ledgers land in tmp_path."""
+
+    def run(*args: str) -> Ran:
+        return run_job_here(
+            "jobs.generate",
+            *args,
+            TRIBUTARY_PROFILE=minio_settings.profile,
+            TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS=kafka_up,
+            TRIBUTARY_STATE=str(tmp_path / "state"),
+        )
+
+    return run
 
 
 @pytest.fixture
@@ -86,10 +82,9 @@ def summary_counts(stdout: str, label: str) -> dict[str, int]:
 
 
 def test_generated_topic_matches_the_ledger(
-    cli_env: dict[str, str], kafka_up: str, gen_topic: str, tmp_path: Path
+    run_generate: Generate, kafka_up: str, gen_topic: str, tmp_path: Path
 ) -> None:
     result = run_generate(
-        cli_env,
         *("--count", "3000", "--seed", "7", "--anomalies", "all", "--topic", gen_topic),
     )
     assert result.returncode == 0, result.stderr
@@ -149,10 +144,10 @@ def test_generated_topic_matches_the_ledger(
     ],
 )
 def test_bad_arguments_exit_2_and_send_nothing(
-    cli_env: dict[str, str], kafka_up: str, gen_topic: str, tmp_path: Path, bad: list[str]
+    run_generate: Generate, kafka_up: str, gen_topic: str, tmp_path: Path, bad: list[str]
 ) -> None:
     ledger = tmp_path / "ledger.jsonl"
-    result = run_generate(cli_env, *bad, "--topic", gen_topic, "--ledger", str(ledger))
+    result = run_generate(*bad, "--topic", gen_topic, "--ledger", str(ledger))
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "error:" in result.stderr
@@ -162,9 +157,9 @@ def test_bad_arguments_exit_2_and_send_nothing(
 
 
 def test_a_rate_too_slow_for_the_times_handled_is_refused_in_the_users_words(
-    cli_env: dict[str, str], kafka_up: str, gen_topic: str, tmp_path: Path
+    run_generate: Generate, kafka_up: str, gen_topic: str, tmp_path: Path
 ) -> None:
-    result = run_generate(cli_env, "--count", "10", "--rate", "1e-300", "--topic", gen_topic)
+    result = run_generate("--count", "10", "--rate", "1e-300", "--topic", gen_topic)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "1e-300 events/s" in result.stderr and result.stdout == ""
@@ -174,11 +169,11 @@ def test_a_rate_too_slow_for_the_times_handled_is_refused_in_the_users_words(
 
 @pytest.mark.parametrize("where", ["folder", "under-a-file"])
 def test_a_ledger_that_cannot_be_written_sends_nothing(
-    cli_env: dict[str, str], kafka_up: str, gen_topic: str, tmp_path: Path, where: str
+    run_generate: Generate, kafka_up: str, gen_topic: str, tmp_path: Path, where: str
 ) -> None:
     (tmp_path / "file").write_text("")
     ledger = tmp_path if where == "folder" else tmp_path / "file" / "x.jsonl"
-    result = run_generate(cli_env, "--count", "10", "--topic", gen_topic, "--ledger", str(ledger))
+    result = run_generate("--count", "10", "--topic", gen_topic, "--ledger", str(ledger))
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "the ledger" in result.stderr and "Traceback" not in result.stderr
@@ -186,8 +181,8 @@ def test_a_ledger_that_cannot_be_written_sends_nothing(
 
 
 @pytest.mark.parametrize("name", [".", ".."])
-def test_topic_names_kafka_refuses_are_bad_arguments(cli_env: dict[str, str], name: str) -> None:
-    result = run_generate(cli_env, "--count", "10", "--topic", name)
+def test_topic_names_kafka_refuses_are_bad_arguments(run_generate: Generate, name: str) -> None:
+    result = run_generate("--count", "10", "--topic", name)
     assert result.returncode == 2
     assert "is not a valid Kafka topic name" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

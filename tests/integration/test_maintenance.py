@@ -1,29 +1,33 @@
 """The maintenance job against real Spark and Delta on local disk: many small files become
 one with the same rows, the replaced files leave the disk, a promoted version's served tables
-and a busy writer's tables are left as they are."""
+and a busy writer's tables are left as they are.
+
+The lakehouse of small files is built once; each test works on a copy of it, and the job runs
+in the test's process."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
 from delta.tables import DeltaTable
 
-from lakehouse.core.config import Settings
+from jobs.contract import Exit
+from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.tables import REPLAY, Table, table
 from lakehouse.ops.maintenance import maintain, tables_to_maintain
 from lakehouse.replay.versions import record_version_event, switch_pointer, table_versions
 from lakehouse.speed.micro_batch import SpeedOutputs
+from tests.jobs_in_process import RunJob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-REPO = Path(__file__).parents[2]
 V1 = SpeedOutputs.replay("v1")
 
 
@@ -44,6 +48,33 @@ def rows(spark: SparkSession, t: Table, settings: Settings) -> list[tuple]:
     return sorted(tuple(r) for r in spark.read.format("delta").load(t.path(settings)).collect())
 
 
+def lake_env(root: Path) -> dict[str, str]:
+    return {
+        "TRIBUTARY_PROFILE": "local",
+        "TRIBUTARY__STORAGE__ROOT": str(root / "lakehouse"),
+        "TRIBUTARY__STORAGE__CHECKPOINTS": str(root / "checkpoints"),
+    }
+
+
+def settings_in(root: Path) -> Settings:
+    return load_settings("local", {**os.environ, **lake_env(root)})
+
+
+@pytest.fixture(scope="module")
+def small_files(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A lakehouse with small files, to copy."""
+    root = tmp_path_factory.mktemp("small_files")
+    a_lakehouse_with_small_files(spark, settings_in(root))
+    return root / "lakehouse"
+
+
+@pytest.fixture
+def copied(small_files: Path, tmp_path: Path) -> Path:
+    """A copy of the lakehouse with small files, in the test's folder; the folder."""
+    shutil.copytree(small_files, tmp_path / "lakehouse")
+    return tmp_path
+
+
 def a_lakehouse_with_small_files(spark: SparkSession, settings: Settings) -> None:
     """Ten version events (ten commits); nine commits to v1's silver and to its progress; v1
     promoted (serving reads its progress at the promotion's pins), then rolled back."""
@@ -59,32 +90,20 @@ def a_lakehouse_with_small_files(spark: SparkSession, settings: Settings) -> Non
 
 
 def test_the_job_compacts_small_files_and_deletes_the_replaced_ones_rows_unchanged(
-    spark: SparkSession, local_settings: Settings
+    spark: SparkSession, copied: Path, run_job_here: RunJob
 ) -> None:
-    settings = local_settings
-    a_lakehouse_with_small_files(spark, settings)
+    settings = settings_in(copied)
     versions = table("ops.replay_versions")
     before = {t.name: rows(spark, t, settings) for t in (versions, V1.silver, V1.progress)}
     assert files(spark, versions, settings) == (10, 10)
 
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "TRIBUTARY_PROFILE": "local",
-        "TRIBUTARY__STORAGE__ROOT": settings.storage.root,
-        "TRIBUTARY__STORAGE__CHECKPOINTS": settings.storage.checkpoints,
+    done = run_job_here(
+        "jobs.maintenance",
+        **lake_env(copied),
         # Replaced files are deleted at once here; the default keeps them a week.
-        "TRIBUTARY__MAINTENANCE__VACUUM_AFTER_HOURS": "0",
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "jobs.maintenance"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        TRIBUTARY__MAINTENANCE__VACUUM_AFTER_HOURS="0",
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == Exit.OK, done.stderr[-3000:]
     assert "ops.replay_versions: 10 -> 1 files, 10 old files deleted" in done.stdout, done.stdout
     assert "left alone: replay_v1.active_users_10m" in done.stdout, done.stdout
     [line] = [x for x in done.stdout.splitlines() if x.startswith("maintenance result: ")]
@@ -101,15 +120,11 @@ def test_the_job_compacts_small_files_and_deletes_the_replaced_ones_rows_unchang
     assert after == before
 
 
-def test_a_busy_writers_tables_are_left_for_the_next_run(
-    spark: SparkSession, local_settings: Settings
-) -> None:
-    settings = local_settings.model_copy(
-        update={
-            "maintenance": local_settings.maintenance.model_copy(update={"lock_wait_seconds": 0})
-        }
+def test_a_busy_writers_tables_are_left_for_the_next_run(spark: SparkSession, copied: Path) -> None:
+    copy = settings_in(copied)
+    settings = copy.model_copy(
+        update={"maintenance": copy.maintenance.model_copy(update={"lock_wait_seconds": 0})}
     )
-    a_lakehouse_with_small_files(spark, settings)
     by_writer, _ = tables_to_maintain(spark, settings)
     with exclusive_writer(settings, REPLAY):  # a replay is running
         cared, busy = maintain(spark, settings, by_writer, on_line=lambda _: None)

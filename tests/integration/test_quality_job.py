@@ -1,14 +1,13 @@
-"""`python -m jobs.quality` on a tiny lakehouse of its own (local disk, a temporary folder):
-QUARANTINE checks route rows to dq.quality_quarantine with their reasons, every validated
-table gets a row in dq.quality_runs, Data Docs are built, a rerun of a run id writes nothing
-twice, and a broken FAIL check ends the run with status 4, naming the check."""
+"""`python -m jobs.quality` (run in the test's process) on a tiny lakehouse of its own (local
+disk, a temporary folder): QUARANTINE checks route rows to dq.quality_quarantine with their
+reasons, every validated table gets a row in dq.quality_runs, Data Docs are built, a rerun of
+a run id writes nothing twice, and a broken FAIL check ends the run with status 4, naming the
+check."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -19,16 +18,15 @@ import pytest
 from jobs.contract import Exit
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table
-from lakehouse.core.paths import REPO_ROOT
 from lakehouse.core.tables import table
 from lakehouse.quality.runs import QualityOutcome, QualityRequest, Validated, record
 from lakehouse.quality.suites import Suite
 from lakehouse.quality.validate import SuiteResult
+from tests.jobs_in_process import Ran, RunJob
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-JOB_TIMEOUT = 600
 HOUR = timedelta(hours=1)
 # Within the job's default range (the last 2 days), whatever the day the tests run.
 ARRIVED = datetime.now(UTC).replace(microsecond=0) - HOUR
@@ -85,20 +83,15 @@ def write(spark: SparkSession, settings: Settings, name: str, schema: str, *rows
     writer.partitionBy(*target.partition_by).save(target.path(settings))
 
 
-def run_quality(settings: Settings, docs: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRIBUTARY")}
-    env |= {
-        "TRIBUTARY_PROFILE": "local",
-        "TRIBUTARY__STORAGE__ROOT": settings.storage.root,
-        "TRIBUTARY__STORAGE__CHECKPOINTS": settings.storage.checkpoints,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "jobs.quality", "--docs-dir", str(docs), *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=JOB_TIMEOUT,
+def run_quality(run_job_here: RunJob, settings: Settings, docs: Path, *args: str) -> Ran:
+    return run_job_here(
+        "jobs.quality",
+        "--docs-dir",
+        str(docs),
+        *args,
+        TRIBUTARY_PROFILE="local",
+        TRIBUTARY__STORAGE__ROOT=settings.storage.root,
+        TRIBUTARY__STORAGE__CHECKPOINTS=settings.storage.checkpoints,
     )
 
 
@@ -112,7 +105,7 @@ def docs_index(stdout: str) -> Path:
     return Path(line.removeprefix("Data Docs: "))
 
 
-def output(done: subprocess.CompletedProcess[str]) -> str:
+def output(done: Ran) -> str:
     return (
         f"status {done.returncode}\n--- stdout:\n{done.stdout}\n--- stderr:\n{done.stderr[-3000:]}"
     )
@@ -140,11 +133,11 @@ def warned_lakehouse(
 
 
 def test_quarantined_rows_and_runs_are_recorded_once(
-    spark: SparkSession, warned_lakehouse: tuple[Settings, Path]
+    spark: SparkSession, warned_lakehouse: tuple[Settings, Path], run_job_here: RunJob
 ) -> None:
     settings, docs = warned_lakehouse
     tables = ["--table", "silver.events", "bronze.events_raw", "bronze.quarantine"]
-    done = run_quality(settings, docs, *tables, "--run-id", "it-1")
+    done = run_quality(run_job_here, settings, docs, *tables, "--run-id", "it-1")
     assert done.returncode == Exit.OK, output(done)
     lines = done.stdout.splitlines()
     assert any(line.startswith("silver.events (version 0): warned") for line in lines), output(done)
@@ -192,11 +185,13 @@ def test_a_rerun_of_a_run_id_writes_nothing_twice(spark: SparkSession, tmp_path:
 
 
 def test_a_duplicate_event_id_fails_the_run_naming_the_check(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, run_job_here: RunJob
 ) -> None:
     settings = lakehouse(tmp_path)
     write(spark, settings, "silver.events", SILVER, silver(0), silver(1), silver(2, event_id="e-0"))
-    done = run_quality(settings, tmp_path / "docs", "--layer", "silver", "--run-id", "it-dup")
+    done = run_quality(
+        run_job_here, settings, tmp_path / "docs", "--layer", "silver", "--run-id", "it-dup"
+    )
     assert done.returncode == Exit.CHECKS_FAILED, output(done)
     broken = [line for line in done.stdout.splitlines() if line.startswith("FAIL check broken")]
     assert len(broken) == 1, output(done)

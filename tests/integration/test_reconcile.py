@@ -7,14 +7,15 @@ streamed by the speed layer and recomputed by the batch layer, then compared bat
   says the same, and the gate refuses (as a promotion step would ask it);
 - the job's dq records are keyed by the run (a rerun replaces them) and its HTML report
   renders in headless Chromium with the chart and the tables.
+
+The jobs (`python -m jobs.reconcile`, `tributary compare`) run in the test's process, each with
+a state folder of its own beside its copy of the lakehouse.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,23 +44,22 @@ from lakehouse.speed.stream import start_query
 from lakehouse.transforms.views import VIEWS
 from tests.conftest import new_topic
 from tests.integration.browser import Browser
+from tests.integration.tributary_here import run_tributary
+from tests.jobs_in_process import Ran, RunJob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-REPO = Path(__file__).parents[2]
 HOUR = timedelta(hours=1)
 EVENTS = 2000
 
 
 def settings_for(root: Path, topic: str) -> Settings:
-    return load_settings("local", environment(root, topic))
+    return load_settings("local", {**os.environ, **environment(root, topic)})
 
 
 def environment(root: Path, topic: str) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
+    return {
         "TRIBUTARY_PROFILE": "local",
         "TRIBUTARY_STATE": str(root / "state"),  # the job's report and lock stay in the test
         "TRIBUTARY__STORAGE__ROOT": str(root / "lake"),
@@ -67,7 +67,6 @@ def environment(root: Path, topic: str) -> dict[str, str]:
         "TRIBUTARY__KAFKA__TOPIC": topic,
         "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "700",
     }
-    return env
 
 
 class Lake:
@@ -81,15 +80,12 @@ class Lake:
         shutil.copytree(self.tmp / "clean" / "lake", self.tmp / name / "lake")
         return settings_for(self.tmp / name, self.topic)
 
-    def job(self, name: str, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", *args],
-            cwd=REPO,
-            env=environment(self.tmp / name, self.topic),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+    def job(self, run_job_here: RunJob, name: str, module: str, *args: str) -> Ran:
+        """`python -m <module> ARGS` (in this process) on the copy `name`, with its own state."""
+        env = environment(self.tmp / name, self.topic)
+        if module == "jobs.cli":
+            return run_tributary(run_job_here, *args, **env)
+        return run_job_here(module, *args, **env)
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +168,10 @@ def test_caught_up_batch_and_speed_differ_only_by_late_events(
 
 
 def test_a_corrupted_speed_window_is_named_and_the_gate_refuses(
-    clean: tuple[dict[str, Any], dict[str, dict[str, int]]], lake: Lake, spark: SparkSession
+    clean: tuple[dict[str, Any], dict[str, dict[str, int]]],
+    lake: Lake,
+    spark: SparkSession,
+    run_job_here: RunJob,
 ) -> None:
     from delta.tables import DeltaTable
 
@@ -210,7 +209,7 @@ def test_a_corrupted_speed_window_is_named_and_the_gate_refuses(
     assert not gate(run, require_compared=True).passed, "a promotion gate refuses as well"
 
     # The job: the gate's exit status, the count and the window in its output.
-    job = lake.job("corrupt", "jobs.reconcile", "--run-id", "corrupt-run")
+    job = lake.job(run_job_here, "corrupt", "jobs.reconcile", "--run-id", "corrupt-run")
     assert job.returncode == Exit.CHECKS_FAILED, job.stdout + job.stderr
     assert "reconciliation gate failed: 1 window(s)" in job.stderr
     assert window in job.stderr and window in job.stdout
@@ -222,20 +221,22 @@ def test_a_corrupted_speed_window_is_named_and_the_gate_refuses(
 
     # `tributary compare`: the same summary in the terminal, nothing written.
     before = _versions(spark, spoiled)
-    cli = lake.job("corrupt", "jobs.cli", "compare", "--view", "event_counts_1m")
+    cli = lake.job(run_job_here, "corrupt", "jobs.cli", "compare", "--view", "event_counts_1m")
     assert cli.returncode == Exit.CHECKS_FAILED, cli.stdout + cli.stderr
     assert "event_counts_1m" in cli.stdout and window in cli.stdout
     assert "reconciliation gate failed" in cli.stdout
     assert _versions(spark, spoiled) == before, "compare without --record writes nothing"
 
 
-def test_the_job_records_each_run_once_under_its_id(lake: Lake, spark: SparkSession) -> None:
+def test_the_job_records_each_run_once_under_its_id(
+    lake: Lake, spark: SparkSession, run_job_here: RunJob
+) -> None:
     spark_settings = lake.copy("recorded")
-    first = lake.job("recorded", "jobs.reconcile", "--run-id", "nightly-1")
+    first = lake.job(run_job_here, "recorded", "jobs.reconcile", "--run-id", "nightly-1")
     assert first.returncode == Exit.OK, first.stdout + first.stderr
     assert "reconciliation gate passed" in first.stdout
     rows = _dq_rows(spark, spark_settings, "nightly-1")
-    again = lake.job("recorded", "jobs.reconcile", "--run-id", "nightly-1")
+    again = lake.job(run_job_here, "recorded", "jobs.reconcile", "--run-id", "nightly-1")
     assert again.returncode == Exit.OK, again.stdout + again.stderr
     assert _dq_rows(spark, spark_settings, "nightly-1") == rows, "a rerun replaces its rows"
     runs, windows = rows
@@ -246,9 +247,9 @@ def test_the_job_records_each_run_once_under_its_id(lake: Lake, spark: SparkSess
     assert recorded_gate(spark, spark_settings, "nightly-1").passed
 
 
-def test_bad_arguments_exit_2_and_write_nothing(lake: Lake) -> None:
-    job = lake.job("bad", "jobs.reconcile", "--left", "speed", "--right", "speed")
-    assert job.returncode == 2 and "nothing written" in job.stderr
+def test_bad_arguments_exit_2_and_write_nothing(lake: Lake, run_job_here: RunJob) -> None:
+    job = lake.job(run_job_here, "bad", "jobs.reconcile", "--left", "speed", "--right", "speed")
+    assert job.returncode == Exit.BAD_REQUEST and "nothing written" in job.stderr
     assert "Traceback" not in job.stderr
     assert not (lake.tmp / "bad").exists()
 
