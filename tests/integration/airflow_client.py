@@ -18,6 +18,11 @@ HTTP_TIMEOUT = 30
 PARSE_TIMEOUT = 120  # the dag-processor rescans the folder every 15 s
 POLL_SECONDS = 3
 FINAL_STATES = ("success", "failed")
+# A run_after before any scheduled run's. Unpausing a scheduled DAG makes the scheduler create
+# the run of its latest interval; it starts a DAG's queued runs in run_after order, one at a
+# time (max_active_runs=1), so a manual run triggered with this one goes first instead of
+# waiting for that scheduled run. Only for DAGs whose tasks do not read run_after.
+BEFORE_SCHEDULED_RUNS = "2000-01-01T00:00:00+00:00"
 
 
 def request_token(url: str, username: str, password: str) -> requests.Response:
@@ -106,12 +111,17 @@ def new_run_id() -> str:
     return f"test_{uuid.uuid4().hex[:12]}"
 
 
-def trigger_run(api: Api, dag_id: str, conf: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Trigger a manual run (with `conf`, if given); the new run as the API returns it."""
+def trigger_run(
+    api: Api, dag_id: str, conf: dict[str, Any] | None = None, run_after: str | None = None
+) -> dict[str, Any]:
+    """Trigger a manual run (with `conf` and `run_after`, if given); the new run as the API
+    returns it."""
     run_id = new_run_id()
     body: dict[str, Any] = {"dag_run_id": run_id, "logical_date": None}
     if conf is not None:
         body["conf"] = conf
+    if run_after is not None:
+        body["run_after"] = run_after
     run: dict[str, Any] = expect_json(api.call("POST", f"/dags/{dag_id}/dagRuns", json=body), 200)
     assert run["dag_run_id"] == run_id
     if conf is not None:

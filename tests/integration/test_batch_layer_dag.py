@@ -1,17 +1,30 @@
-"""The batch_layer DAG, run for real by the running Airflow: two consecutive hours triggered
-with their data intervals, then a backfill, each recomputing from the services' bronze.
+"""The batch_layer DAG run for real by the running Airflow, and the reconcile DAG it triggers:
+a backfill of an hour long ago recomputes that hour from the services' bronze, records it and
+names its interval on the three assets' events; those events make Airflow start a
+reconciliation of exactly that interval, which passes its gate, records its windows in dq.*
+and writes its HTML report.
 
-The events go to the real `events` topic with event times in hours picked at random far in
-the past, so no other test's events share them; the speed layer is caught up in-process
-(unless the supervised stream is running, which then catches up by itself).
+The events go to the real `events` topic with event times in an hour picked at random far in
+the past, so no other test's events share it (with the default anomalies: late, duplicated,
+malformed, future...); the speed layer is caught up in-process (unless the supervised stream
+is running, which then catches up by itself).
+
+One real run of each DAG proves they run in Airflow; what else they do is proven where it is
+cheaper: the hours a run's data interval covers (a manual run's, consecutive scheduled ones)
+and the task's kappa-mode skip and refusal of a reversed interval in tests/dags
+(test_batch_layer_schedule.py); what a reconcile run compares (the triggering batch runs, a
+replay, the form's sides, view and range) in tests/dags/test_reconcile_triggers.py;
+consecutive hourly runs against one daily run in test_batch_layer.py.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -20,9 +33,14 @@ import pytest
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table
 from lakehouse.core.kafka_offsets import end_offsets
-from lakehouse.core.locks import exclusive_writer
+from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.tables import table
-from lakehouse.generator.clickstream import GeneratorConfig, produce, read_ledger
+from lakehouse.generator.clickstream import (
+    ANOMALY_PRESETS,
+    GeneratorConfig,
+    produce,
+    read_ledger,
+)
 from lakehouse.speed.micro_batch import SpeedOutputs
 from lakehouse.speed.stream import start_query
 from lakehouse.speed.supervisor import SpeedLayerSupervisor
@@ -32,8 +50,18 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DAG_ID = "batch_layer"
-RUN_TIMEOUT = 600
+RECONCILE = "reconcile"
+RUN_TIMEOUT = 900
 HOUR = timedelta(hours=1)
+REPORT_LINE = "reconcile report: "
+VIEWS = {"event_counts_1m", "active_users_10m", "user_sessions"}
+
+
+@dataclass(frozen=True)
+class Backfill:
+    hour: datetime
+    accepted: pd.DataFrame  # the ledger's events silver accepts
+    run_ids: list[str]  # the backfill's runs, finished
 
 
 @pytest.fixture(scope="module")
@@ -43,169 +71,171 @@ def services_settings() -> Settings:
 
 
 @pytest.fixture(scope="module")
-def past_hours(
+def backfill(
     api: af.Api,
     spark: SparkSession,
     services_settings: Settings,
     kafka_up: str,
     tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[datetime, pd.DataFrame]:
-    """Four hours of events, long ago, in the services' bronze; (first hour, accepted events)."""
-    first = _unused_hours(api)
+) -> Iterator[Backfill]:
+    """An hour of events long ago in the services' bronze and speed layer, and a backfill of
+    that hour, finished; both DAGs unpaused until the module ends (the reconcile run its
+    assets trigger must be able to start), then put back as they were."""
+    af.wait_parsed(api, DAG_ID)
+    af.wait_parsed(api, RECONCILE)
+    hour = _unused_hour(api)
     ledger_path = tmp_path_factory.mktemp("batch_dag") / "ledger.jsonl"
     cfg = GeneratorConfig(
-        count=240, seed=random.randint(1, 10**9), start=first, rate=240 / (4 * 3600), users=12
+        count=150,
+        seed=random.randint(1, 10**9),
+        start=hour,
+        rate=150 / 3600,
+        users=20,
+        **ANOMALY_PRESETS["default"],
     )
     produce(services_settings, cfg, ledger_path)
     catch_up_speed_layer(spark, services_settings)
     ledger = pd.DataFrame(read_ledger(ledger_path))
     ledger["event_time"] = pd.to_datetime(ledger["event_time"], utc=True)
-    return first, ledger[ledger["expected"] == "silver"]
-
-
-def catch_up_speed_layer(spark: SparkSession, settings: Settings) -> None:
-    goal = end_offsets(settings)
-    if SpeedLayerSupervisor(settings).status().running:
-        progress = table("ops.speed_progress").path(settings)
-
-        def caught_up() -> bool:
-            latest = spark.read.format("delta").load(progress).orderBy("processed_at").tail(1)
-            done = dict(latest[0]["offsets"]) if latest else {}
-            return all(done.get(p, 0) >= end for p, end in goal.items())
-
-        af.wait_until(caught_up, 300, "the running speed layer to catch up", interval=3)
-        return
-    with exclusive_writer(settings, "speed_layer"):
-        start_query(spark, settings, SpeedOutputs.live(), available_now=True).awaitTermination()
-
-
-def batch_counts(spark: SparkSession, settings: Settings, start: datetime) -> int:
-    counts = read_table(spark, table("batch.event_counts_1m"), settings)
-    window = (counts["window_start"] >= start) & (counts["window_start"] < start + HOUR)
-    return int(counts.where(window).groupBy().sum("events").first()[0] or 0)
-
-
-def recorded_runs(spark: SparkSession, settings: Settings) -> pd.DataFrame:
-    runs = read_table(spark, table("ops.batch_runs"), settings)
-    return runs.select("run_id", "view", "interval_start", "interval_end").toPandas()
-
-
-def test_two_consecutive_hours_and_a_backfill(
-    api: af.Api, spark: SparkSession, services_settings: Settings, past_hours: Any
-) -> None:
-    first, accepted = past_hours
-    af.wait_parsed(api, DAG_ID)
-    with af.unpaused(api, DAG_ID):
-        run_ids = [_trigger_interval(api, first + k * HOUR) for k in (0, 1)]
-        for run_id in run_ids:
-            _assert_success(api, run_id)
-        # Each run's asset events name the interval it recomputed (data_quality reads them).
-        events = af.expect_json(
-            api.call(
-                "GET",
-                "/assets/events",
-                params={"source_dag_id": DAG_ID, "source_run_id": run_ids[0], "limit": 10},
-            ),
-            200,
-        )["asset_events"]
-        assert len(events) == 3, events
-        assert {
-            (
-                pd.Timestamp(e["extra"]["interval_start"]),
-                pd.Timestamp(e["extra"]["interval_end"]),
-            )
-            for e in events
-        } == {(pd.Timestamp(first), pd.Timestamp(first + HOUR))}, events
-        backfill = af.expect_json(
+    accepted = ledger[ledger["expected"] == "silver"]
+    with af.unpaused(api, RECONCILE), af.unpaused(api, DAG_ID):
+        created = af.expect_json(
             api.call(
                 "POST",
                 "/backfills",
                 json={
                     "dag_id": DAG_ID,
-                    "from_date": (first + 2 * HOUR).isoformat(),
-                    "to_date": (first + 2 * HOUR).isoformat(),
+                    "from_date": hour.isoformat(),
+                    "to_date": hour.isoformat(),
                     "reprocess_behavior": "completed",
                     "max_active_runs": 1,
                 },
             ),
             200,
         )
-        backfill_runs = _wait_backfill(api, backfill["id"], first + 2 * HOUR)
-    assert backfill_runs, "the backfill created no run"
-
-    runs = recorded_runs(spark, services_settings)
-    for k, run_id in enumerate([*run_ids, *backfill_runs]):
-        mine = runs[runs["run_id"] == run_id]
-        assert len(mine) == 3, f"run {run_id} recorded {len(mine)} views, not 3"
-        start = first + k * HOUR
-        assert set(mine["interval_start"]) == {pd.Timestamp(start.replace(tzinfo=None))}, mine
-        expected = int(
-            ((accepted["event_time"] >= start) & (accepted["event_time"] < start + HOUR)).sum()
-        )
-        assert expected > 20
-        assert batch_counts(spark, services_settings, start) == expected, f"hour {k}"
+        yield Backfill(hour, accepted, _wait_backfill(api, created["id"], hour))
 
 
-def test_a_reversed_interval_from_the_form_fails_with_the_reason(api: af.Api) -> None:
-    af.wait_parsed(api, DAG_ID)
-    with af.unpaused(api, DAG_ID):
-        run = af.trigger_run(
-            api, DAG_ID, conf={"start": "2026-01-01T11:00:00Z", "end": "2026-01-01T10:00:00Z"}
-        )
-        run, tis = af.wait_for_run(api, DAG_ID, run["dag_run_id"], RUN_TIMEOUT)
-    logs = af.task_logs(api, DAG_ID, run["dag_run_id"], tis)
-    assert run["state"] == "failed", af.tasks_report(tis, logs)
-    assert "empty or reversed" in logs["recompute"], logs["recompute"]
-    assert af.task_states(tis) == {"recompute": "failed"}
-    assert [ti["try_number"] for ti in tis] == [1], "a bad interval is not retried"
+def catch_up_speed_layer(spark: SparkSession, settings: Settings, timeout: float = 900) -> None:
+    """Every record now in Kafka processed by the speed layer: by the supervised stream if it
+    runs, else in-process once the writer lock is free (other tests may hold it a while)."""
+    goal = end_offsets(settings)
+    progress = table("ops.speed_progress").path(settings)
+
+    def done() -> bool:
+        latest = spark.read.format("delta").load(progress).orderBy("processed_at").tail(1)
+        offsets = dict(latest[0]["offsets"]) if latest else {}
+        return all(offsets.get(p, 0) >= end for p, end in goal.items())
+
+    def caught_up() -> bool:
+        if SpeedLayerSupervisor(settings).status().running:
+            return done()
+        try:
+            with exclusive_writer(settings, "speed_layer"):
+                start_query(
+                    spark, settings, SpeedOutputs.live(), available_now=True
+                ).awaitTermination()
+        except WriterBusyError:
+            return False  # another test's stream: it may catch up for us, or let go soon
+        return True
+
+    af.wait_until(caught_up, timeout, "the speed layer to catch up", interval=5)
+
+
+def test_a_backfilled_hour_is_recomputed_recorded_and_announced(
+    api: af.Api, spark: SparkSession, services_settings: Settings, backfill: Backfill
+) -> None:
+    assert len(backfill.run_ids) == 1, backfill.run_ids
+    [run_id] = backfill.run_ids
+    start = backfill.hour
+    runs = read_table(spark, table("ops.batch_runs"), services_settings)
+    mine = runs.where(runs["run_id"] == run_id).select("view", "interval_start").toPandas()
+    assert set(mine["view"]) == VIEWS, mine
+    assert set(mine["interval_start"]) == {pd.Timestamp(start.replace(tzinfo=None))}, mine
+
+    accepted = backfill.accepted
+    in_hour = (accepted["event_time"] >= start) & (accepted["event_time"] < start + HOUR)
+    expected = int(in_hour.sum())
+    assert expected > 20
+    counts = read_table(spark, table("batch.event_counts_1m"), services_settings)
+    window = (counts["window_start"] >= start) & (counts["window_start"] < start + HOUR)
+    assert int(counts.where(window).groupBy().sum("events").first()[0] or 0) == expected
+
+    # Its asset events name the interval it recomputed (data_quality and reconcile read it).
+    events = af.expect_json(
+        api.call(
+            "GET",
+            "/assets/events",
+            params={"source_dag_id": DAG_ID, "source_run_id": run_id, "limit": 10},
+        ),
+        200,
+    )["asset_events"]
+    assert {e["uri"] for e in events} == {f"tributary://batch/{v}" for v in VIEWS}, events
+    assert {
+        (pd.Timestamp(e["extra"]["interval_start"]), pd.Timestamp(e["extra"]["interval_end"]))
+        for e in events
+    } == {(pd.Timestamp(start), pd.Timestamp(start + HOUR))}, events
+
+
+def test_the_batch_run_triggers_a_reconciliation_of_its_interval(
+    api: af.Api, spark: SparkSession, services_settings: Settings, backfill: Backfill
+) -> None:
+    [batch_run_id] = backfill.run_ids
+    found: list[str] = []
+
+    def triggered() -> bool:
+        found[:] = _triggered_by(api, batch_run_id)
+        return bool(found)
+
+    af.wait_until(triggered, RUN_TIMEOUT, f"a reconcile run triggered by {batch_run_id}", 5)
+    run, tis = af.wait_for_run(api, RECONCILE, found[0], RUN_TIMEOUT)
+    logs = af.task_logs(api, RECONCILE, run["dag_run_id"], tis)
+    assert run["state"] == "success", af.tasks_report(tis, logs, lines=60)
+    assert run["run_type"] == "asset_triggered"
+    log = logs["compare"]
+    assert f"--batch-run {batch_run_id}" in log, log[-3000:]
+    # Other batch runs may have triggered it too: it compares each one's interval.
+    start = backfill.hour
+    assert f"[{start:%Y-%m-%dT%H:%M:%SZ}, {start + HOUR:%Y-%m-%dT%H:%M:%SZ})" in log, log[-3000:]
+
+    report = _report_path(log)
+    assert report.exists(), f"the log names {report}, which does not exist"
+    html = report.read_text()
+    assert '<svg class="chart"' in html and 'id="summary"' in html and "gate passed" in html
+
+    recorded = _recorded(spark, services_settings, run["dag_run_id"])
+    assert {r["view"] for r in recorded} == VIEWS, recorded
+    assert all(r["verdict"] == "passed" and r["report_path"] == str(report) for r in recorded)
+    assert sum(r["compared"] for r in recorded) > 20, recorded
+    assert sum(r["unexplained"] for r in recorded) == 0, recorded
 
 
 # --- helpers -------------------------------------------------------------------------------
 
 
-def _unused_hours(api: af.Api) -> datetime:
-    """The first of four hours long ago that no earlier test run used. The services keep their
-    state between runs: an hour an earlier run chose holds its events and its DAG runs (a
-    second run for the same logical date is refused), and that run's four hours of events
-    began at most four hours before a DAG run of its own."""
+def _unused_hour(api: af.Api) -> datetime:
+    """An hour long ago that no earlier test run used. The services keep their state between
+    runs: an hour an earlier run chose holds its events and its DAG runs (a second run for the
+    same logical date is refused), and a run's events span at most its own hour."""
     this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     for _ in range(100):
         # Long ago, yet after the DAG's start_date (runs before it get no tasks).
-        first = this_hour - random.randint(100, 5_000) * HOUR
+        hour = this_hour - random.randint(100, 5_000) * HOUR
         taken = af.expect_json(
             api.call(
                 "GET",
                 f"/dags/{DAG_ID}/dagRuns",
                 params={
-                    "logical_date_gte": (first - 4 * HOUR).isoformat(),
-                    "logical_date_lte": (first + 5 * HOUR).isoformat(),
+                    "logical_date_gte": (hour - 4 * HOUR).isoformat(),
+                    "logical_date_lte": (hour + 4 * HOUR).isoformat(),
                     "limit": 1,
                 },
             ),
             200,
         )["total_entries"]
         if not taken:
-            return first
-    raise AssertionError("no four unused hours found in 5,000: the services' state is full")
-
-
-def _trigger_interval(api: af.Api, start: datetime) -> str:
-    run_id = f"test_{uuid.uuid4().hex[:12]}"
-    body = {
-        "dag_run_id": run_id,
-        "logical_date": start.isoformat(),
-        "data_interval_start": start.isoformat(),
-        "data_interval_end": (start + HOUR).isoformat(),
-    }
-    af.expect_json(api.call("POST", f"/dags/{DAG_ID}/dagRuns", json=body), 200)
-    return run_id
-
-
-def _assert_success(api: af.Api, run_id: str) -> None:
-    run, tis = af.wait_for_run(api, DAG_ID, run_id, RUN_TIMEOUT)
-    if run["state"] != "success":
-        report = af.tasks_report(tis, af.task_logs(api, DAG_ID, run_id, tis), lines=40)
-        pytest.fail(f"run {run_id} is {run['state']!r}; tasks:\n{report}")
+            return hour
+    raise AssertionError("no unused hour found in 5,000: the services' state is full")
 
 
 def _wait_backfill(api: af.Api, backfill_id: int, start: datetime) -> list[str]:
@@ -230,5 +260,45 @@ def _wait_backfill(api: af.Api, backfill_id: int, start: datetime) -> list[str]:
     )
     finished = sorted(runs(), key=lambda r: r["logical_date"])
     for r in finished:
-        _assert_success(api, r["dag_run_id"])
+        if r["state"] != "success":
+            tis = af.expect_json(
+                api.call("GET", f"/dags/{DAG_ID}/dagRuns/{r['dag_run_id']}/taskInstances"), 200
+            )["task_instances"]
+            report = af.tasks_report(tis, af.task_logs(api, DAG_ID, r["dag_run_id"], tis), 40)
+            pytest.fail(f"backfill run {r['dag_run_id']} is {r['state']!r}; tasks:\n{report}")
     return [r["dag_run_id"] for r in finished]
+
+
+def _triggered_by(api: af.Api, batch_run_id: str) -> list[str]:
+    runs = af.expect_json(
+        api.call(
+            "GET",
+            f"/dags/{RECONCILE}/dagRuns",
+            # The newest first: the services' state keeps every earlier session's runs.
+            params={"run_type": "asset_triggered", "order_by": "-id", "limit": 10},
+        ),
+        200,
+    )["dag_runs"]
+    mine = []
+    # Airflow 3.3.2 answers 500 for the asset events of a run that has not started yet
+    # (its AssetEventResponse requires the created run's start_date); the caller polls
+    # again, so a queued run is looked at on a later round.
+    for r in (r for r in runs if r.get("start_date")):
+        events = af.expect_json(
+            api.call("GET", f"/dags/{RECONCILE}/dagRuns/{r['dag_run_id']}/upstreamAssetEvents"),
+            200,
+        )["asset_events"]
+        if any(e.get("source_run_id") == batch_run_id for e in events):
+            mine.append(r["dag_run_id"])
+    return mine
+
+
+def _report_path(log: str) -> Path:
+    lines = [line for line in log.splitlines() if REPORT_LINE in line]
+    assert lines, f"the task log names no report:\n{af.tail(log, 40)}"
+    return Path(lines[-1].split(REPORT_LINE, 1)[1].strip())
+
+
+def _recorded(spark: SparkSession, settings: Settings, run_id: str) -> list[dict[str, Any]]:
+    runs = read_table(spark, table("dq.reconciliation_runs"), settings)
+    return [r.asDict() for r in runs.where(runs["run_id"] == run_id).collect()]

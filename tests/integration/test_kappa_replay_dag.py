@@ -1,9 +1,12 @@
 """The kappa DAGs run for real by the running Airflow, against the services' Kafka `events`
-topic and lakehouse (the local profile, as the services use it): kappa_replay through the
-REST API (a real replay from a timestamp, a dry run, parameters the API refuses and ones only
-the job can refuse), batch_layer doing nothing in kappa mode, promote_version and
-rollback_version refusing with their reasons, and kappa_replay's trigger form in headless
-Chromium.
+topic and lakehouse (the local profile, as the services use it): kappa_replay through the REST
+API (a real replay from a timestamp, then extended), parameters the API refuses, and a dry run
+from its trigger form in headless Chromium; promote_version refusing a version that does not
+exist, with its reason.
+
+One real run per DAG: the paths a task decides (combinations only jobs.replay can refuse,
+batch_layer doing nothing in kappa mode, rollback_version with nothing promoted) run through
+the tasks' functions in tests/dags, on lakehouses of their own.
 
 A replay's version is named `t<8 hex>` and removed afterwards, so the services' lakehouse
 does not accumulate test versions. Nothing here promotes or rolls back the services' pointer.
@@ -22,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from selenium.webdriver.common.by import By
 
+from jobs.contract import read_result
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.kafka_io import produce_json
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.tables import VERSIONS
 from lakehouse.generator.clickstream import generate_events
-from lakehouse.replay.versions import LIVE, VersionInfo, list_versions, pointer_history
+from lakehouse.replay.versions import VersionInfo, list_versions, pointer_history
 from tests.integration import airflow_client as af
 from tests.integration.browser import (
     Browser,
@@ -38,6 +42,7 @@ from tests.integration.browser import (
     wait_for,
     xpath_text,
 )
+from tests.jobs_in_process import RunJob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,8 +75,15 @@ def version(spark: SparkSession, services_settings: Settings) -> Iterator[str]:
 
 
 def test_a_replay_from_a_timestamp_writes_a_caught_up_version(
-    api: af.Api, spark: SparkSession, services_settings: Settings, version: str, kafka_up: str
+    api: af.Api,
+    spark: SparkSession,
+    services_settings: Settings,
+    version: str,
+    kafka_up: str,
+    run_job_here: RunJob,
+    promotion_refused: str,
 ) -> None:
+    """(promotion_refused: promote_version's run goes meanwhile, in a worker of its own.)"""
     af.wait_parsed(api, DAG_ID)
     since = datetime.now(UTC) - timedelta(minutes=3)
     events = list(
@@ -114,33 +126,18 @@ def test_a_replay_from_a_timestamp_writes_a_caught_up_version(
     assert event["uri"] == "tributary://replay/versions", event
     assert event["extra"] == {"version": version}, event
 
-    # The form's Extend continues the version over what the log gained since.
+    # The form's Extend continues the version over what the log gained since: the job the
+    # task runs for it (tests/dags: Extend becomes `--extend <version>`), here in-process.
     more = list(generate_events(10, seed=random.randint(1, 10**9), start=datetime.now(UTC)))
     assert produce_json(services_settings, more) == 10
-    run, tis, logs = _run(api, DAG_ID, {"extend": version})
-    assert run["state"] == "success", af.tasks_report(tis, logs, lines=60)
-    assert f"replay {version} extended" in logs["replay"], logs["replay"]
-    summary = _xcom(api, DAG_ID, run["dag_run_id"], "replay")
-    assert summary["extended"] and summary["new_records"] >= 10, summary
+    extend = run_job_here("jobs.replay", "--extend", version)
+    assert extend.returncode == 0, extend.stdout + extend.stderr
+    assert f"replay {version} extended" in extend.stdout, extend.stdout
+    summary = read_result("replay", extend.stdout.splitlines())
+    assert summary and summary["extended"] and summary["new_records"] >= 10, summary
     extended = _versions(spark, services_settings)[version]
     assert (extended.status, extended.extensions) == ("caught_up", 1), extended
     assert extended.records is not None and extended.records >= info.records + 10, extended
-
-
-def test_a_dry_run_reports_and_writes_nothing(
-    api: af.Api, spark: SparkSession, services_settings: Settings, version: str, kafka_up: str
-) -> None:
-    af.wait_parsed(api, DAG_ID)
-    conf = {"start": "earliest", "version": version, "dry_run": True}
-    run, tis, logs = _run(api, DAG_ID, conf)
-    assert run["state"] == "success", af.tasks_report(tis, logs, lines=60)
-    assert af.task_states(tis) == {"replay": "success", "announce": "skipped", "promote": "skipped"}
-    assert "dry run: nothing written" in logs["replay"], logs["replay"]
-    assert "replay of 'events' from earliest" in logs["replay"], logs["replay"]
-    assert "dry run: nothing to promote" in logs["promote"], logs["promote"]
-    summary = _xcom(api, DAG_ID, run["dag_run_id"], "replay")
-    assert summary["dry_run"] is True and summary["records"] > 0, summary
-    assert version not in _versions(spark, services_settings)
 
 
 @pytest.mark.parametrize(
@@ -165,93 +162,45 @@ def test_the_api_refuses_invalid_params_with_the_reason(
     assert _run_count(api, DAG_ID) == before, "a refused trigger created a run"
 
 
-@pytest.mark.parametrize(
-    ("conf", "says"),
-    [
-        ({"start": "offsets"}, "start 'offsets' needs per-partition offsets"),
-        ({"start": "earliest", "offsets": '{"0": 5}'}, "'earliest' takes neither"),
-        ({"start": "offsets", "offsets": "first ten"}, "are not a JSON object of partition"),
-    ],
-    ids=["offsets-without-offsets", "earliest-with-offsets", "offsets-not-json"],
-)
-def test_a_combination_the_form_cannot_check_fails_with_the_jobs_reason(
-    api: af.Api,
-    spark: SparkSession,
-    services_settings: Settings,
-    version: str,
-    conf: dict[str, Any],
-    says: str,
-) -> None:
-    af.wait_parsed(api, DAG_ID)
-    run, tis, logs = _run(api, DAG_ID, {**conf, "version": version})
-    assert run["state"] == "failed", af.tasks_report(tis, logs)
-    assert af.task_states(tis) == {
-        "replay": "failed",
-        "announce": "upstream_failed",
-        "promote": "upstream_failed",
-    }
-    assert says in logs["replay"] and "nothing written" in logs["replay"], logs["replay"]
-    assert "the replay was refused" in logs["replay"], logs["replay"]
-    assert [ti["try_number"] for ti in tis if ti["task_id"] == "replay"] == [1], "retried"
-    assert version not in _versions(spark, services_settings)
+# --- promote_version -------------------------------------------------------------------------
+
+MISSING_VERSION = f"t{uuid.uuid4().hex[:8]}"
 
 
-# --- batch_layer in kappa mode; promote_version and rollback_version -------------------------
-
-
-def test_batch_layer_in_kappa_mode_does_nothing_and_says_why(api: af.Api) -> None:
-    dag_id = "batch_layer"
+@pytest.fixture(scope="module")
+def promotion_refused(api: af.Api) -> Iterator[str]:
+    """promote_version triggered for a version that does not exist (its DAG unpaused until
+    the module ends); the run's id."""
+    dag_id = "promote_version"
     af.wait_parsed(api, dag_id)
-    run, tis, logs = _run(api, dag_id, {"mode": "kappa"})
-    assert run["state"] == "success", af.tasks_report(tis, logs)
-    assert af.task_states(tis) == {"recompute": "skipped"}
-    assert "kappa mode: there is no batch layer" in logs["recompute"], logs["recompute"]
-    assert "corrections come from replays" in logs["recompute"], logs["recompute"]
+    with af.unpaused(api, dag_id):
+        run = af.trigger_run(api, dag_id, {"version": MISSING_VERSION, "force": False})
+        yield run["dag_run_id"]
+        af.wait_for_run(api, dag_id, run["dag_run_id"], RUN_TIMEOUT)
 
 
 def test_promoting_a_version_that_does_not_exist_fails_with_the_reason(
-    api: af.Api, spark: SparkSession, services_settings: Settings
+    api: af.Api, spark: SparkSession, services_settings: Settings, promotion_refused: str
 ) -> None:
     dag_id = "promote_version"
-    af.wait_parsed(api, dag_id)
-    missing = f"t{uuid.uuid4().hex[:8]}"
-    pointer_before = pointer_history(spark, services_settings)
-    run, tis, logs = _run(api, dag_id, {"version": missing, "force": False})
+    run_id = promotion_refused
+    run, tis = af.wait_for_run(api, dag_id, run_id, RUN_TIMEOUT)
+    logs = _task_logs(api, dag_id, run_id, tis)
     assert run["state"] == "failed", af.tasks_report(tis, logs)
     assert af.task_states(tis) == {"promote": "failed"}
-    assert f"no version '{missing}'" in logs["promote"], logs["promote"]
+    assert f"no version '{MISSING_VERSION}'" in logs["promote"], logs["promote"]
     assert "nothing changed" in logs["promote"], logs["promote"]
-    assert f"{missing} was not promoted" in logs["promote"], logs["promote"]
-    assert pointer_history(spark, services_settings) == pointer_before
-
-
-def test_rollback_with_nothing_promoted_fails_with_the_reason(
-    api: af.Api, spark: SparkSession, services_settings: Settings
-) -> None:
-    """Needs a services' pointer with nothing promoted (the tests never promote there): with
-    a promotion, the run would switch what serving reads, which a test must not do to the
-    services' lakehouse. Then it fails and says how to get there, never skips."""
-    dag_id = "rollback_version"
-    af.wait_parsed(api, dag_id)
+    assert f"{MISSING_VERSION} was not promoted" in logs["promote"], logs["promote"]
+    assert [ti["try_number"] for ti in tis] == [1], "a refusal is not retried"
+    # A promotion would have added its row (other tests' versions come and go meanwhile).
     history = pointer_history(spark, services_settings)
-    promoted = _promoted_stack(history)
-    assert not promoted, (
-        f"the services' serving pointer has {' -> '.join(promoted)} promoted over live, so "
-        "this test cannot run without changing what serving reads: roll back first "
-        "(`python -m jobs.versions rollback`, once per promotion), then run the tests again"
-    )
-    run, tis, logs = _run(api, dag_id, None)
-    assert run["state"] == "failed", af.tasks_report(tis, logs)
-    assert af.task_states(tis) == {"rollback": "failed"}
-    assert "nothing to roll back" in logs["rollback"], logs["rollback"]
-    assert "nothing was rolled back" in logs["rollback"], logs["rollback"]
-    assert pointer_history(spark, services_settings) == history
+    assert not [r for r in history if r["version"] == MISSING_VERSION], history
 
 
 # --- kappa_replay's trigger form in headless Chromium ---------------------------------------
 
 
-def test_a_dry_run_from_the_trigger_form(
+def test_a_dry_run_from_the_trigger_form_reports_and_writes_nothing(
     browser: Browser,
     airflow_up: str,
     api: af.Api,
@@ -284,6 +233,10 @@ def test_a_dry_run_from_the_trigger_form(
     assert run["conf"]["dry_run"] is True and run["conf"]["start"] == "earliest", run["conf"]
     assert af.task_states(tis) == {"replay": "success", "announce": "skipped", "promote": "skipped"}
     assert "dry run: nothing written" in logs["replay"], logs["replay"]
+    assert "replay of 'events' from earliest" in logs["replay"], logs["replay"]
+    assert "dry run: nothing to promote" in logs["promote"], logs["promote"]
+    summary = _xcom(api, DAG_ID, run_id, "replay")
+    assert summary["dry_run"] is True and summary["records"] > 0, summary
     assert set(_versions(spark, services_settings)) == versions_before
     # The run page the form opened, now showing the finished run.
     browser.refresh()
@@ -298,9 +251,10 @@ def _run(
     api: af.Api, dag_id: str, conf: dict[str, Any] | None
 ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, str]]:
     """Trigger a manual run with `conf` and wait for it to finish (the DAG unpaused meanwhile,
-    then paused again); the run, its task instances and their logs."""
+    then paused again); the run, its task instances and their logs. Triggered before the DAG
+    is unpaused and first in line, it goes before the scheduled run unpausing may create."""
+    run = af.trigger_run(api, dag_id, conf, run_after=af.BEFORE_SCHEDULED_RUNS)
     with af.unpaused(api, dag_id):
-        run = af.trigger_run(api, dag_id, conf)
         run, tis = af.wait_for_run(api, dag_id, run["dag_run_id"], RUN_TIMEOUT)
     assert run["state"] in af.FINAL_STATES, (
         f"{dag_id} run {run['dag_run_id']} still {run['state']!r} after {RUN_TIMEOUT} s"
@@ -348,17 +302,6 @@ def _run_count(api: af.Api, dag_id: str) -> int:
 
 def _versions(spark: SparkSession, settings: Settings) -> dict[str, VersionInfo]:
     return {v.version: v for v in list_versions(spark, settings)}
-
-
-def _promoted_stack(history: list[dict[str, Any]]) -> list[str]:
-    """The promotions a rollback could undo, oldest first (jobs.versions.rollback's stack)."""
-    stack = [LIVE]
-    for row in history:
-        if row["action"] == "promote":
-            stack.append(row["version"])
-        elif row["action"] == "rollback" and len(stack) > 1:
-            stack.pop()
-    return stack[1:]
 
 
 def _tick(form: Any, label: str) -> None:

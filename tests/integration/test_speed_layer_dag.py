@@ -1,5 +1,9 @@
-"""The speed_layer DAG, run for real by the running Airflow through its REST API: it starts a
-stopped stream, restarts a killed one, stops it on request, and refuses an unknown action.
+"""The speed_layer DAG, run for real by the running Airflow through its REST API: the API
+refuses an unknown action, and a run with `ensure` starts a stopped stream and checks its
+health. Then the supervisor its tasks call (lakehouse.speed.supervisor), in this process with
+short waits (config `supervisor`): `ensure` restarts a killed stream, `stop` stops it and
+holds it down. The tasks' glue (a misspelt parameter refused before anything is done, the
+health check skipped after a stop, a held stream left stopped) runs in tests/dags.
 
 The stream it supervises is the real one (the `events` topic into the services' lakehouse),
 so the module stops it at the end, whatever happened.
@@ -29,20 +33,24 @@ RUN_TIMEOUT = 600
 
 @pytest.fixture(scope="module")
 def supervisor(minio_settings: Settings) -> SpeedLayerSupervisor:
-    # Only the state folder matters here (pid file, log, stop and hold files), and it is the
-    # one the Airflow services use: both come from the same environment.
-    return SpeedLayerSupervisor(minio_settings)
+    """The supervisor as the DAG's tasks use it, with short waits: a start is judged after 2 s
+    (these tests check which stream runs; the configured check runs in the REST run), a
+    stop kills after 60 s. Only the state folder matters besides (pid file, log, stop and hold
+    files), and it is the one the Airflow services use: both come from the same environment."""
+    waits = {"startup_check_seconds": 2, "stop_timeout_seconds": 60, "poll_seconds": 1}
+    return SpeedLayerSupervisor(
+        minio_settings.model_copy(
+            update={"supervisor": minio_settings.supervisor.model_copy(update=waits)}
+        )
+    )
 
 
 @pytest.fixture(scope="module")
 def dag_ready(api: af.Api, supervisor: SpeedLayerSupervisor, kafka_up: str) -> Iterator[None]:
-    """The DAG parsed and unpaused, the stream stopped; afterwards all put back, stream stopped."""
+    """The DAG parsed; afterwards the stream stopped and its hold put back as it was."""
     af.wait_parsed(api, DAG_ID)
     held = supervisor.held()
-    with af.unpaused(api, DAG_ID):
-        yield
-    # A queued run does not start while the DAG is paused; only a running one can act.
-    _wait_no_active_runs(api, states=("running",))
+    yield
     supervisor.stop()
     if held:
         supervisor.hold_file.write_text(held + "\n")
@@ -66,7 +74,7 @@ def test_unknown_action_is_refused_by_the_api(api: af.Api, dag_ready: None) -> N
 def test_ensure_starts_a_stopped_stream(
     api: af.Api, dag_ready: None, supervisor: SpeedLayerSupervisor, minio_settings: Settings
 ) -> None:
-    _wait_no_active_runs(api)
+    _wait_no_task_acting(api)
     supervisor.stop()
     supervisor.hold_file.unlink(missing_ok=True)
     assert not supervisor.status().running
@@ -74,8 +82,12 @@ def test_ensure_starts_a_stopped_stream(
     marker = uuid.uuid4().hex[:8]
     produce_json(minio_settings, [(f"u-{marker}", _event(marker, i)) for i in range(20)])
 
+    # Triggered first, and first in line: it goes before the scheduled run unpausing creates.
     run_id = _trigger(api, "ensure")
-    _assert_success(api, run_id)
+    with af.unpaused(api, DAG_ID):
+        states = _assert_success(api, run_id)
+    _wait_no_task_acting(api)
+    assert states == {"supervise": "success", "check_health": "success"}, states
     now = supervisor.status()
     assert now.running and now.pid is not None and now.started_at is not None, now.describe()
     assert supervisor.proc.pid_file.read_text().strip() == str(now.pid)
@@ -87,51 +99,28 @@ def test_ensure_starts_a_stopped_stream(
     assert datetime.fromisoformat(health["last_batch_at"]) >= now.started_at, (health, now)
 
 
-def test_ensure_restarts_a_killed_stream(
-    api: af.Api, dag_ready: None, supervisor: SpeedLayerSupervisor
-) -> None:
+def test_ensure_restarts_a_killed_stream(dag_ready: None, supervisor: SpeedLayerSupervisor) -> None:
     before = supervisor.status()
     assert before.running and before.pid is not None, "the previous test leaves it running"
     os.killpg(before.pid, signal.SIGKILL)  # the driver and its JVM, as a crash would
     af.wait_until(lambda: not supervisor.status().running, 15, "the killed stream to be gone")
 
-    run_id = _trigger(api, "ensure")
-    _assert_success(api, run_id)
+    done = supervisor.apply("ensure")
     after = supervisor.status()
+    assert done["running"] and done["pid"] == after.pid, done
     assert after.running and after.pid not in (None, before.pid), after.describe()
-    assert _xcom(api, run_id, "supervise")["pid"] == after.pid
+    assert done["outcome"].startswith(f"started the speed layer: pid {after.pid}"), done
 
 
-def test_a_misspelt_parameter_fails_the_run_and_changes_nothing(
-    api: af.Api, dag_ready: None, supervisor: SpeedLayerSupervisor
-) -> None:
+def test_stop_action_stops_the_stream(dag_ready: None, supervisor: SpeedLayerSupervisor) -> None:
     before = supervisor.status()
     assert before.running and before.pid is not None, "the previous test leaves it running"
 
-    run_id = str(af.trigger_run(api, DAG_ID, conf={"actoin": "stop"})["dag_run_id"])
-    run, tis = af.wait_for_run(api, DAG_ID, run_id, RUN_TIMEOUT)
-    assert run["state"] == "failed", af.task_states(tis)
-    assert af.task_states(tis)["supervise"] == "failed", af.task_states(tis)
-    [supervise] = [ti for ti in tis if ti["task_id"] == "supervise"]
-    log = af.task_log(api, DAG_ID, run_id, supervise)
-    assert "unknown parameter 'actoin' (did you mean 'action'?)" in log, af.tail(log)
-    after = supervisor.status()
-    assert after.running and after.pid == before.pid, after.describe()
-
-
-def test_stop_action_stops_the_stream(
-    api: af.Api, dag_ready: None, supervisor: SpeedLayerSupervisor
-) -> None:
-    before = supervisor.status()
-    assert before.running and before.pid is not None, "the previous test leaves it running"
-
-    run_id = _trigger(api, "stop")
-    states = _assert_success(api, run_id)
-    assert states == {"supervise": "success", "check_health": "skipped"}, states
+    done = supervisor.apply("stop")
+    assert not done["running"] and "stopped the speed layer" in done["outcome"], done
     assert not supervisor.status().running
     assert not group_members(before.pid), "nothing of it is left, the JVM included"
-    assert "stopped the speed layer" in _xcom(api, run_id, "supervise")["outcome"]
-    # Sticky: a scheduled `ensure` leaves it stopped.
+    # Sticky: a scheduled `ensure` leaves it stopped (tests/dags runs that run's task).
     assert supervisor.held()
 
 
@@ -151,7 +140,8 @@ def _event(marker: str, i: int) -> dict[str, Any]:
 
 
 def _trigger(api: af.Api, action: str) -> str:
-    return str(af.trigger_run(api, DAG_ID, conf={"action": action})["dag_run_id"])
+    run = af.trigger_run(api, DAG_ID, {"action": action}, run_after=af.BEFORE_SCHEDULED_RUNS)
+    return str(run["dag_run_id"])
 
 
 def _assert_success(api: af.Api, run_id: str) -> dict[str, str]:
@@ -170,13 +160,19 @@ def _xcom(api: af.Api, run_id: str, task_id: str) -> dict[str, Any]:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def _wait_no_active_runs(api: af.Api, states: tuple[str, ...] = ("queued", "running")) -> None:
-    """Let a scheduled run that is already going finish, so it cannot interfere."""
+def _wait_no_task_acting(api: af.Api) -> None:
+    """Let a task that is already going (of a scheduled run) finish, so it cannot act on the
+    stream meanwhile. The DAG is paused: no other task of it is started."""
 
     def idle() -> bool:
-        runs = af.expect_json(
-            api.call("GET", f"/dags/{DAG_ID}/dagRuns", params={"state": states}), 200
+        tis = af.expect_json(
+            api.call(
+                "GET",
+                f"/dags/{DAG_ID}/dagRuns/~/taskInstances",
+                params={"state": ["queued", "running"]},
+            ),
+            200,
         )
-        return runs["total_entries"] == 0
+        return tis["total_entries"] == 0
 
-    af.wait_until(idle, RUN_TIMEOUT, f"{DAG_ID} runs to finish")
+    af.wait_until(idle, RUN_TIMEOUT, f"{DAG_ID}'s running tasks to finish")
