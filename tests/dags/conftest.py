@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from dags.support.job_runner import JobOutcome
-from lakehouse.core.paths import REPO_ROOT
+from lakehouse.core.paths import REPO_ROOT, STATE_ENV
 from tests.jobs_in_process import RunJob as RunJobHere
 
 if TYPE_CHECKING:
@@ -121,9 +121,11 @@ def load_dag_file(name: str) -> DagFile:
 @pytest.fixture
 def jobs_here(run_job_here: RunJobHere, tmp_path: Path) -> RunJob:
     """What a task calls to run a job (dags.support.job_runner.RunJob), running it in this
-    process instead of a child one, on a lakehouse of the test's own (empty at first): the
-    job's own main(argv), its printed lines fed to the task's log as they would be."""
+    process instead of a child one, on a lakehouse and a state folder (locks, logs) of the
+    test's own, empty at first: the job's own main(argv), its printed lines fed to the task's
+    log as they would be."""
     lakehouse = {
+        STATE_ENV: str(tmp_path / "state"),
         "TRIBUTARY__STORAGE__ROOT": str(tmp_path / "lakehouse"),
         "TRIBUTARY__STORAGE__CHECKPOINTS": str(tmp_path / "checkpoints"),
     }

@@ -11,19 +11,30 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.dags.conftest import load_dag_file
+from tests.dags.conftest import DagFile, load_dag_file
 
 if TYPE_CHECKING:
     from dags.support.job_runner import RunJob
 
 
+# Loaded before a test starts: Airflow sets up its logging when it first parses a DAG, which
+# would take caplog's handler away from a test that has begun.
+@pytest.fixture(scope="module")
+def promote(airflow_home: Path) -> DagFile:
+    return load_dag_file("promote_version")
+
+
+@pytest.fixture(scope="module")
+def rollback(airflow_home: Path) -> DagFile:
+    return load_dag_file("rollback_version")
+
+
 def test_promoting_a_version_that_does_not_exist_fails_with_the_reason(
-    airflow_home: Path, jobs_here: RunJob, caplog: pytest.LogCaptureFixture, tmp_path: Path
+    promote: DagFile, jobs_here: RunJob, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     from airflow.sdk.exceptions import AirflowFailException
 
     caplog.set_level(logging.INFO, logger="tributary.dags")
-    promote = load_dag_file("promote_version")
     context = promote.context("promote", {"version": "tmissing", "force": False})
     with pytest.raises(AirflowFailException, match="tmissing was not promoted") as refused:
         promote.module.promote_requested(context, run=jobs_here)
@@ -33,12 +44,11 @@ def test_promoting_a_version_that_does_not_exist_fails_with_the_reason(
 
 
 def test_rollback_with_nothing_promoted_fails_with_the_reason(
-    airflow_home: Path, jobs_here: RunJob, caplog: pytest.LogCaptureFixture, tmp_path: Path
+    rollback: DagFile, jobs_here: RunJob, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     from airflow.sdk.exceptions import AirflowFailException
 
     caplog.set_level(logging.INFO, logger="tributary.dags")
-    rollback = load_dag_file("rollback_version")
     with pytest.raises(AirflowFailException, match="nothing was rolled back") as refused:
         rollback.module.roll_back(run=jobs_here)
     assert type(refused.value) is AirflowFailException
