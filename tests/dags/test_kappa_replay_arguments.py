@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.dags.conftest import DagFile, load_dag_file, load_dag_module
+from tests.dags.conftest import DagFile, load_dag_file, load_dag_module, no_job
 
 if TYPE_CHECKING:
     from dags.support.job_runner import RunJob
@@ -124,3 +124,29 @@ def test_a_dry_run_is_neither_announced_nor_promoted(
     with pytest.raises(AirflowSkipException, match="dry run: no version was written"):
         kappa.module.announce_version(replayed, {})
     assert "dry run: nothing to promote" in caplog.text
+
+
+def test_an_extension_is_announced_when_it_read_something_new(kappa: DagFile) -> None:
+    """The form's Extend: the version it continued is announced (the reconcile DAG compares
+    it again), unless the log had nothing new for it."""
+    from airflow.sdk.exceptions import AirflowSkipException
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    extended = {"version": "v3", "dry_run": False, "extended": True, "new_records": 10}
+    outlets = OutletEventAccessors()
+    kappa.module.announce_version(extended, outlets)
+    assert outlets[kappa.module.REPLAY_ASSET].extra == {"version": "v3"}
+    with pytest.raises(AirflowSkipException, match="v3 had nothing new to read"):
+        kappa.module.announce_version({**extended, "new_records": 0}, OutletEventAccessors())
+
+
+def test_an_extension_of_the_active_version_is_served_or_fails_with_its_gate(
+    kappa: DagFile,
+) -> None:
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    active = {"version": "v3", "dry_run": False, "active": True, "auto_promote": True}
+    with pytest.raises(AirflowSkipException, match="v3 is the active version and passed"):
+        kappa.module.promote_replayed({**active, "served": True}, run=no_job)
+    with pytest.raises(AirflowFailException, match="v3 was extended but its reconciliation"):
+        kappa.module.promote_replayed({**active, "served": False}, run=no_job)

@@ -1,12 +1,14 @@
 """The kappa DAGs run for real by the running Airflow, against the services' Kafka `events`
 topic and lakehouse (the local profile, as the services use it): kappa_replay through the REST
-API (a real replay from a timestamp, then extended), parameters the API refuses, and a dry run
-from its trigger form in headless Chromium; promote_version refusing a version that does not
-exist, with its reason.
+API (a real replay from a timestamp), parameters the API refuses, and a dry run from its
+trigger form in headless Chromium; promote_version refusing a version that does not exist,
+with its reason.
 
 One real run per DAG: the paths a task decides (combinations only jobs.replay can refuse,
-batch_layer doing nothing in kappa mode, rollback_version with nothing promoted) run through
-the tasks' functions in tests/dags, on lakehouses of their own.
+what promote and announce do with a dry run or an extension, batch_layer doing nothing in
+kappa mode, rollback_version with nothing promoted) run through the tasks' functions in
+tests/dags, on lakehouses of their own; so does the form's Extend (`--extend <version>`),
+and test_replay.py extends versions with jobs.replay itself.
 
 A replay's version is named `t<8 hex>` and removed afterwards, so the services' lakehouse
 does not accumulate test versions. Nothing here promotes or rolls back the services' pointer.
@@ -25,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from selenium.webdriver.common.by import By
 
-from jobs.contract import read_result
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.kafka_io import produce_json
 from lakehouse.core.locks import exclusive_writer
@@ -42,7 +43,6 @@ from tests.integration.browser import (
     wait_for,
     xpath_text,
 )
-from tests.jobs_in_process import RunJob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -80,7 +80,6 @@ def test_a_replay_from_a_timestamp_writes_a_caught_up_version(
     services_settings: Settings,
     version: str,
     kafka_up: str,
-    run_job_here: RunJob,
     promotion_refused: str,
 ) -> None:
     """(promotion_refused: promote_version's run goes meanwhile, in a worker of its own.)"""
@@ -125,19 +124,6 @@ def test_a_replay_from_a_timestamp_writes_a_caught_up_version(
     )["asset_events"]
     assert event["uri"] == "tributary://replay/versions", event
     assert event["extra"] == {"version": version}, event
-
-    # The form's Extend continues the version over what the log gained since: the job the
-    # task runs for it (tests/dags: Extend becomes `--extend <version>`), here in-process.
-    more = list(generate_events(10, seed=random.randint(1, 10**9), start=datetime.now(UTC)))
-    assert produce_json(services_settings, more) == 10
-    extend = run_job_here("jobs.replay", "--extend", version)
-    assert extend.returncode == 0, extend.stdout + extend.stderr
-    assert f"replay {version} extended" in extend.stdout, extend.stdout
-    summary = read_result("replay", extend.stdout.splitlines())
-    assert summary and summary["extended"] and summary["new_records"] >= 10, summary
-    extended = _versions(spark, services_settings)[version]
-    assert (extended.status, extended.extensions) == ("caught_up", 1), extended
-    assert extended.records is not None and extended.records >= info.records + 10, extended
 
 
 @pytest.mark.parametrize(
