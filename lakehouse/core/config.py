@@ -43,6 +43,7 @@ class KafkaSettings(_Frozen):
     partitions: int = Field(ge=1, le=1000)
     retention_ms: int = Field(ge=-1)
     min_read_tasks: int = Field(ge=1, le=10000)
+    connect_timeout_seconds: float = Field(gt=0)
 
     @field_validator("topic")
     @classmethod

@@ -24,14 +24,15 @@ Client = TypeVar("Client")
 
 def connect(settings: Settings, client: Callable[..., Client]) -> Client:
     """A kafka-python client (KafkaAdminClient, KafkaConsumer, ...) of the configured broker;
-    KafkaUnavailableError, saying what to do, when no broker answers within 10 s."""
+    KafkaUnavailableError, saying what to do, when no broker answers within
+    `kafka.connect_timeout_seconds`."""
     from kafka.errors import KafkaConnectionError, KafkaTimeoutError
 
     try:
         return client(
             bootstrap_servers=settings.kafka.bootstrap_servers,
             request_timeout_ms=10_000,
-            bootstrap_timeout_ms=10_000,
+            bootstrap_timeout_ms=int(settings.kafka.connect_timeout_seconds * 1000),
         )
     except (KafkaConnectionError, KafkaTimeoutError):
         raise KafkaUnavailableError(
@@ -161,7 +162,7 @@ def produce_records(
             acks="all",
             enable_idempotence=True,
             linger_ms=20,
-            bootstrap_timeout_ms=10_000,
+            bootstrap_timeout_ms=int(settings.kafka.connect_timeout_seconds * 1000),
         )
     except (KafkaConnectionError, KafkaTimeoutError):
         raise KafkaUnavailableError(

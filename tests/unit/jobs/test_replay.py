@@ -35,7 +35,14 @@ def test_a_dry_run_without_kafka_says_to_start_it(profile: str, run_job_here: Ru
 def says_kafka_is_down(run_job_here: RunJob, args: list[str], **env: str) -> None:
     """`python -m jobs.replay *args` with no broker: one line saying to start it, exit 1."""
     kafka = f"127.0.0.1:{closed_port()}"
-    ran = run_job_here("jobs.replay", *args, TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS=kafka, **env)
+    ran = run_job_here(
+        "jobs.replay",
+        *args,
+        TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS=kafka,
+        # A closed port refuses at once: no need to try for the default ten seconds.
+        TRIBUTARY__KAFKA__CONNECT_TIMEOUT_SECONDS="1",
+        **env,
+    )
     assert ran.returncode == Exit.CANNOT_RUN, ran.stderr
     assert ran.stderr.strip().splitlines() == [
         f"replay: no Kafka broker at {kafka}: start it with `make up`"

@@ -3,25 +3,26 @@ empty, as `touch` and the supervisor make it) is taken, and only once the job ca
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from jobs.contract import Exit
+from tests.jobs_in_process import Ran, RunJob
+
 REPO = Path(__file__).parents[3]
+NO_BROKER = "127.0.0.1:1"  # nothing listens there: the job cannot start
 
 
-def speed_layer(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "jobs.speed_layer", *args],
-        cwd=REPO,
-        # Nothing listens there: the job cannot start.
-        env={**os.environ, "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1"},
-        capture_output=True,
-        text=True,
-        timeout=60,
+def speed_layer(run_job_here: RunJob, *args: str) -> Ran:
+    return run_job_here(
+        "jobs.speed_layer",
+        *args,
+        TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS=NO_BROKER,
+        # A closed port refuses at once: no need to try for the default ten seconds.
+        TRIBUTARY__KAFKA__CONNECT_TIMEOUT_SECONDS="1",
     )
 
 
@@ -35,23 +36,25 @@ def speed_layer(*args: str) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_a_path_that_is_not_a_stop_file_is_refused_and_left_alone(
-    tmp_path: Path, name: str, message: str
+    tmp_path: Path, name: str, message: str, run_job_here: RunJob
 ) -> None:
     (tmp_path / "folder").mkdir()
     precious = tmp_path / "precious.txt"
     precious.write_text("keep me\n")
-    run = speed_layer("--stop-file", str(tmp_path / name))
-    assert run.returncode == 2
+    run = speed_layer(run_job_here, "--stop-file", str(tmp_path / name))
+    assert run.returncode == Exit.BAD_REQUEST
     assert message in run.stderr and "Traceback" not in run.stderr
     assert precious.read_text() == "keep me\n"
 
 
-def test_a_pending_stop_request_survives_a_run_that_cannot_start(tmp_path: Path) -> None:
+def test_a_pending_stop_request_survives_a_run_that_cannot_start(
+    tmp_path: Path, run_job_here: RunJob
+) -> None:
     stop = tmp_path / "speed_layer.stop"
     stop.touch()
-    run = speed_layer("--stop-file", str(stop))
-    assert run.returncode == 1
-    assert run.stderr == "speed layer: no Kafka broker at 127.0.0.1:1: start it with `make up`\n"
+    run = speed_layer(run_job_here, "--stop-file", str(stop))
+    assert run.returncode == Exit.CANNOT_RUN
+    assert run.stderr == f"speed layer: no Kafka broker at {NO_BROKER}: start it with `make up`\n"
     assert stop.exists()
 
 
