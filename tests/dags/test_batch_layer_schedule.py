@@ -58,6 +58,18 @@ def test_scheduled_runs_cover_consecutive_hours(batch_dag: Any) -> None:
     )
 
 
+def test_a_backfill_runs_each_hour_with_that_hour_as_its_interval(batch_dag: Any) -> None:
+    """What Airflow's backfill (API or CLI) makes of a range: the runs the serialized DAG's
+    timetable gives, as the API server computes them, one per hour from the first."""
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    served = DagSerialization.from_dict(DagSerialization.to_dict(batch_dag))
+    infos = served.iter_dagrun_infos_between(datetime(2026, 11, 26, 9), datetime(2026, 11, 26, 11))
+    assert [(i.data_interval.start, i.data_interval.end) for i in infos] == [
+        (datetime(2026, 11, 26, h), datetime(2026, 11, 26, h + 1)) for h in (9, 10, 11)
+    ]
+
+
 def test_the_recompute_task_publishes_an_asset_per_view(batch_dag: Any) -> None:
     from lakehouse.transforms.views import VIEWS
 

@@ -1,9 +1,9 @@
 """What the kappa_replay DAG asks jobs.replay to do: the scheduled run extends the active
 version (the recent log); a triggered run passes its form on, conflicts included, for the
 job to refuse with its reason, which fails the run at once; and what its promote and announce
-tasks do with a dry run and an extension. The tasks run here, with jobs.replay in-process (it refuses before
-it reads Kafka or starts Spark); tests/integration/test_kappa_replay_dag.py runs the DAG in
-Airflow for real."""
+tasks do with a dry run and an extension. The tasks run here, with jobs.replay in-process (it
+refuses before it reads Kafka or starts Spark); tests/integration/test_kappa_replay_dag.py
+runs the DAG in Airflow for real."""
 
 from __future__ import annotations
 

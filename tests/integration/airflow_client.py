@@ -144,6 +144,50 @@ def wait_for_run(
     return run, tis
 
 
+def run_alone(
+    api: Api, dag_id: str, run_id: str, timeout: float
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run `run_id`, a manual run of a paused, scheduled DAG of one task (triggered first in
+    line: BEFORE_SCHEDULED_RUNS), with no scheduled run beside it; its task instances once
+    they have finished, and the run. Unpausing makes the scheduler create the run of the
+    DAG's latest interval, which would start as soon as this one ends: the DAG is paused again
+    once this run's task is under way, so that run stays queued, and is deleted, never run.
+    A running task finishes while its DAG is paused, but the scheduler marks the run itself
+    finished only later: the run's state here may still be running."""
+    path = f"/dags/{dag_id}/dagRuns/{run_id}"
+
+    def tis() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = expect_json(api.call("GET", f"{path}/taskInstances"), 200)[
+            "task_instances"
+        ]
+        return found
+
+    with unpaused(api, dag_id):
+        wait_until(
+            lambda: any(ti["state"] not in (None, "scheduled") for ti in tis()),
+            timeout,
+            f"{dag_id} run {run_id}'s task to start",
+        )
+    # up_for_retry: a retry is not scheduled while the DAG is paused; the test fails on it.
+    ended = (*FINAL_STATES, "skipped", "upstream_failed", "up_for_retry")
+    wait_until(
+        lambda: all(ti["state"] in ended for ti in tis()),
+        timeout,
+        f"{dag_id} run {run_id}'s task to finish",
+        interval=POLL_SECONDS,
+    )
+    queued = expect_json(
+        api.call(
+            "GET", f"/dags/{dag_id}/dagRuns", params={"run_type": "scheduled", "state": "queued"}
+        ),
+        200,
+    )["dag_runs"]
+    for scheduled in queued:
+        reply = api.call("DELETE", f"/dags/{dag_id}/dagRuns/{scheduled['dag_run_id']}")
+        assert reply.status_code in (204, 404), f"{reply.status_code} {reply.text}"
+    return expect_json(api.call("GET", path), 200), tis()
+
+
 def task_states(tis: list[dict[str, Any]]) -> dict[str, str]:
     return {ti["task_id"]: ti["state"] for ti in tis}
 

@@ -1,8 +1,8 @@
 """The batch_layer DAG run for real by the running Airflow, and the reconcile DAG it triggers:
-a backfill of an hour long ago recomputes that hour from the services' bronze, records it and
-names its interval on the three assets' events; those events make Airflow start a
-reconciliation of exactly that interval, which passes its gate, records its windows in dq.*
-and writes its HTML report.
+a run for an hour long ago (its data interval given, as a past interval is recomputed by hand)
+recomputes that hour from the services' bronze, records it and names its interval on the
+three assets' events; those events make Airflow start a reconciliation of exactly that
+interval, which passes its gate, records its windows in dq.* and writes its HTML report.
 
 The events go to the real `events` topic with event times in an hour picked at random far in
 the past, so no other test's events share it (with the default anomalies: late, duplicated,
@@ -10,11 +10,12 @@ malformed, future...); the speed layer is caught up in-process (unless the super
 is running, which then catches up by itself).
 
 One real run of each DAG proves they run in Airflow; what else they do is proven where it is
-cheaper: the hours a run's data interval covers (a manual run's, consecutive scheduled ones)
-and the task's kappa-mode skip and refusal of a reversed interval in tests/dags
-(test_batch_layer_schedule.py); what a reconcile run compares (the triggering batch runs, a
-replay, the form's sides, view and range) in tests/dags/test_reconcile_triggers.py;
-consecutive hourly runs against one daily run in test_batch_layer.py.
+cheaper: the hours the timetable gives a manual run, consecutive scheduled runs and a
+backfill's runs (all the timetable's data intervals), the task's kappa-mode skip and its
+refusal of a reversed interval, in tests/dags/test_batch_layer_schedule.py; what a reconcile
+run compares (the triggering batch runs, a replay, the form's sides, view and range) in
+tests/dags/test_reconcile_triggers.py; consecutive hourly runs against one daily run in
+test_batch_layer.py.
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ VIEWS = {"event_counts_1m", "active_users_10m", "user_sessions"}
 
 
 @dataclass(frozen=True)
-class Backfill:
+class BatchRun:
     hour: datetime
     accepted: pd.DataFrame  # the ledger's events silver accepts
-    run_ids: list[str]  # the backfill's runs, finished
+    run_id: str  # finished successfully
 
 
 @pytest.fixture(scope="module")
@@ -71,16 +72,16 @@ def services_settings() -> Settings:
 
 
 @pytest.fixture(scope="module")
-def backfill(
+def batch_run(
     api: af.Api,
     spark: SparkSession,
     services_settings: Settings,
     kafka_up: str,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Backfill]:
-    """An hour of events long ago in the services' bronze and speed layer, and a backfill of
-    that hour, finished; both DAGs unpaused until the module ends (the reconcile run its
-    assets trigger must be able to start), then put back as they were."""
+) -> Iterator[BatchRun]:
+    """An hour of events long ago in the services' bronze and speed layer, and a batch_layer
+    run of that hour, finished; reconcile unpaused until the module ends (the run the batch
+    run's assets trigger must be able to start), then put back as it was."""
     af.wait_parsed(api, DAG_ID)
     af.wait_parsed(api, RECONCILE)
     hour = _unused_hour(api)
@@ -98,22 +99,8 @@ def backfill(
     ledger = pd.DataFrame(read_ledger(ledger_path))
     ledger["event_time"] = pd.to_datetime(ledger["event_time"], utc=True)
     accepted = ledger[ledger["expected"] == "silver"]
-    with af.unpaused(api, RECONCILE), af.unpaused(api, DAG_ID):
-        created = af.expect_json(
-            api.call(
-                "POST",
-                "/backfills",
-                json={
-                    "dag_id": DAG_ID,
-                    "from_date": hour.isoformat(),
-                    "to_date": hour.isoformat(),
-                    "reprocess_behavior": "completed",
-                    "max_active_runs": 1,
-                },
-            ),
-            200,
-        )
-        yield Backfill(hour, accepted, _wait_backfill(api, created["id"], hour))
+    with af.unpaused(api, RECONCILE):
+        yield BatchRun(hour, accepted, _run_hour(api, hour))
 
 
 def catch_up_speed_layer(spark: SparkSession, settings: Settings, timeout: float = 900) -> None:
@@ -142,18 +129,17 @@ def catch_up_speed_layer(spark: SparkSession, settings: Settings, timeout: float
     af.wait_until(caught_up, timeout, "the speed layer to catch up", interval=5)
 
 
-def test_a_backfilled_hour_is_recomputed_recorded_and_announced(
-    api: af.Api, spark: SparkSession, services_settings: Settings, backfill: Backfill
+def test_a_past_hour_is_recomputed_recorded_and_announced(
+    api: af.Api, spark: SparkSession, services_settings: Settings, batch_run: BatchRun
 ) -> None:
-    assert len(backfill.run_ids) == 1, backfill.run_ids
-    [run_id] = backfill.run_ids
-    start = backfill.hour
+    run_id = batch_run.run_id
+    start = batch_run.hour
     runs = read_table(spark, table("ops.batch_runs"), services_settings)
     mine = runs.where(runs["run_id"] == run_id).select("view", "interval_start").toPandas()
     assert set(mine["view"]) == VIEWS, mine
     assert set(mine["interval_start"]) == {pd.Timestamp(start.replace(tzinfo=None))}, mine
 
-    accepted = backfill.accepted
+    accepted = batch_run.accepted
     in_hour = (accepted["event_time"] >= start) & (accepted["event_time"] < start + HOUR)
     expected = int(in_hour.sum())
     assert expected > 20
@@ -178,9 +164,9 @@ def test_a_backfilled_hour_is_recomputed_recorded_and_announced(
 
 
 def test_the_batch_run_triggers_a_reconciliation_of_its_interval(
-    api: af.Api, spark: SparkSession, services_settings: Settings, backfill: Backfill
+    api: af.Api, spark: SparkSession, services_settings: Settings, batch_run: BatchRun
 ) -> None:
-    [batch_run_id] = backfill.run_ids
+    batch_run_id = batch_run.run_id
     found: list[str] = []
 
     def triggered() -> bool:
@@ -195,7 +181,7 @@ def test_the_batch_run_triggers_a_reconciliation_of_its_interval(
     log = logs["compare"]
     assert f"--batch-run {batch_run_id}" in log, log[-3000:]
     # Other batch runs may have triggered it too: it compares each one's interval.
-    start = backfill.hour
+    start = batch_run.hour
     assert f"[{start:%Y-%m-%dT%H:%M:%SZ}, {start + HOUR:%Y-%m-%dT%H:%M:%SZ})" in log, log[-3000:]
 
     report = _report_path(log)
@@ -238,35 +224,23 @@ def _unused_hour(api: af.Api) -> datetime:
     raise AssertionError("no unused hour found in 5,000: the services' state is full")
 
 
-def _wait_backfill(api: af.Api, backfill_id: int, start: datetime) -> list[str]:
-    """The backfill's run ids (its runs start at `start`), once all finished successfully."""
-
-    def runs() -> list[dict[str, Any]]:
-        found = af.expect_json(
-            api.call(
-                "GET",
-                f"/dags/{DAG_ID}/dagRuns",
-                params={"run_type": "backfill", "logical_date_gte": start.isoformat()},
-            ),
-            200,
-        )["dag_runs"]
-        return [r for r in found if datetime.fromisoformat(r["logical_date"]) == start]
-
-    af.wait_until(
-        lambda: bool(runs()) and all(r["state"] in af.FINAL_STATES for r in runs()),
-        RUN_TIMEOUT,
-        f"backfill {backfill_id} to finish",
-        interval=3,
-    )
-    finished = sorted(runs(), key=lambda r: r["logical_date"])
-    for r in finished:
-        if r["state"] != "success":
-            tis = af.expect_json(
-                api.call("GET", f"/dags/{DAG_ID}/dagRuns/{r['dag_run_id']}/taskInstances"), 200
-            )["task_instances"]
-            report = af.tasks_report(tis, af.task_logs(api, DAG_ID, r["dag_run_id"], tis), 40)
-            pytest.fail(f"backfill run {r['dag_run_id']} is {r['state']!r}; tasks:\n{report}")
-    return [r["dag_run_id"] for r in finished]
+def _run_hour(api: af.Api, hour: datetime) -> str:
+    """A batch_layer run of `hour` (its data interval), finished successfully, with no
+    scheduled run beside it (af.run_alone); its id."""
+    run_id = af.new_run_id()
+    body = {
+        "dag_run_id": run_id,
+        "logical_date": hour.isoformat(),
+        "data_interval_start": hour.isoformat(),
+        "data_interval_end": (hour + HOUR).isoformat(),
+        "run_after": af.BEFORE_SCHEDULED_RUNS,
+    }
+    af.expect_json(api.call("POST", f"/dags/{DAG_ID}/dagRuns", json=body), 200)
+    _, tis = af.run_alone(api, DAG_ID, run_id, RUN_TIMEOUT)
+    if af.task_states(tis) != {"recompute": "success"}:
+        report = af.tasks_report(tis, af.task_logs(api, DAG_ID, run_id, tis), lines=40)
+        pytest.fail(f"batch run {run_id} failed; tasks:\n{report}")
+    return run_id
 
 
 def _triggered_by(api: af.Api, batch_run_id: str) -> list[str]:
