@@ -48,7 +48,13 @@ from lakehouse.replay.versions import (
     unserved_note,
 )
 from lakehouse.speed.micro_batch import SpeedOutputs
-from lakehouse.speed.stream import QueryFailedError, StopRequest, run_until_stopped, start_query
+from lakehouse.speed.stream import (
+    QueryFailedError,
+    StopRequest,
+    await_end,
+    run_until_stopped,
+    start_query,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -353,7 +359,7 @@ def follow(
     began = time.monotonic()
     last_print, last_done, batch_began = 0.0, 0, began
     while True:
-        query.awaitTermination(1)
+        await_end(query, 1)
         done = records_done(plan, reached_offsets(query, plan.topic))
         now = time.monotonic()
         if done != last_done:

@@ -8,6 +8,7 @@ commit first; whatever way the query stops, a restart continues from its checkpo
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections.abc import Callable
@@ -115,7 +116,7 @@ def run_until_stopped(
     say: Callable[[str], None] = print,
 ) -> None:
     while query.isActive:
-        query.awaitTermination(1)
+        await_end(query, 1)
         if query.isActive and stop:
             say("==> stop requested: finishing the current batch")
             wait_for_running_batch(query, batch_timeout)
@@ -124,6 +125,15 @@ def run_until_stopped(
     if failure is not None:
         # Spark's message leads with the cause; the full trace is in the job's log.
         raise QueryFailedError(str(failure).strip().splitlines()[0][:2000])
+
+
+def await_end(query: StreamingQuery, seconds: int) -> None:
+    """Wait up to `seconds` for the query to end. Spark raises here when it ended on an error;
+    the callers read that error from query.exception(), to report it as theirs."""
+    from pyspark.errors import StreamingQueryException
+
+    with contextlib.suppress(StreamingQueryException):
+        query.awaitTermination(seconds)
 
 
 def wait_for_running_batch(query: StreamingQuery, timeout: float) -> None:
