@@ -10,7 +10,7 @@ from pathlib import Path
 
 def query_checkpoint(folder: Path, query_id: str) -> Path:
     """A streaming checkpoint folder holding only its query id: all the processor reads."""
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
     return folder
 

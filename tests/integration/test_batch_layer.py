@@ -7,15 +7,14 @@ streamed by the speed layer, then recomputed from bronze and checked
 - for atomicity (a run that fails mid-write leaves every table readable and the seam unmoved),
 - and through the serving layer (the seam, reads during a write, the `tributary` command).
 
-The stream runs once per module; each test recomputes in a copy of what it wrote (or of the
-lakehouse the seam test's run left), so no two tests build the same state.
+The day is streamed once per test run (tests/integration/streamed_day.py, shared with the
+reconciliation tests); each test recomputes in a copy of what the stream wrote, or of the
+lakehouse the seam's run left, so no two tests build the same state.
 """
 
 from __future__ import annotations
 
 import io
-import os
-import shutil
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,17 +26,14 @@ import pytest
 from jobs.contract import Exit
 from lakehouse.batch import recompute
 from lakehouse.batch.recompute import Interval, NoDataError, recompute_interval, vacuum_if_due
-from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table
 from lakehouse.core.tables import table
-from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
 from lakehouse.serving.serve import serve
-from lakehouse.speed.micro_batch import SpeedOutputs
-from lakehouse.speed.stream import start_query
 from lakehouse.transforms.views import VIEWS
-from tests.conftest import new_topic
 from tests.delta_files import replaced_files
 from tests.integration import speed_checks as expect
+from tests.integration.streamed_day import Day, recomputed_day, streamed_day
 from tests.integration.tributary_here import run_tributary
 from tests.jobs_in_process import Ran, RunJob
 
@@ -47,69 +43,15 @@ if TYPE_CHECKING:
 HOUR = timedelta(hours=1)
 
 
-def environ_for(root: Path, topic: str) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "TRIBUTARY__STORAGE__ROOT": str(root / "lake"),
-        "TRIBUTARY__STORAGE__CHECKPOINTS": str(root / "checkpoints"),
-        "TRIBUTARY__KAFKA__TOPIC": topic,
-        "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "1500",
-    }
-    env.pop("TRIBUTARY_PROFILE", None)
-    return env
-
-
-def settings_for(root: Path, topic: str) -> Settings:
-    return load_settings("local", environ_for(root, topic))
-
-
-class Day:
-    """A day of events streamed into one lakehouse, and copies of it to recompute in."""
-
-    def __init__(self, tmp: Path, topic: str, day: Interval, ledger: list[dict[str, Any]]):
-        self.tmp, self.topic, self.day, self.ledger = tmp, topic, day, ledger
-        self.streamed = settings_for(tmp / "streamed", topic)
-
-    def copy(self, name: str, source: str = "streamed") -> Settings:
-        """A lakehouse holding what the stream wrote, and no batch results yet; or a copy of
-        the lakehouse `source` (another copy's name), batch results included."""
-        shutil.copytree(self.tmp / source / "lake", self.tmp / name / "lake")
-        return settings_for(self.tmp / name, self.topic)
-
-    def hour(self, k: int) -> Interval:
-        return Interval(self.day.start + k * HOUR, self.day.start + (k + 1) * HOUR)
-
-    def span(self, first: int, end: int) -> Interval:
-        return Interval(self.day.start + first * HOUR, self.day.start + end * HOUR)
-
-
 @pytest.fixture(scope="module")
 def day(spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFactory) -> Day:
-    tmp = tmp_path_factory.mktemp("batch")
-    topic = new_topic("batch")
-    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    d = Day(tmp, topic, Interval(this_hour - 24 * HOUR, this_hour), [])
-    # 25 hours of event time ending now; late events trail by 15 min .. 3 h.
-    start = this_hour - 25 * HOUR
-    count = 4000
-    seconds = (datetime.now(UTC) - start).total_seconds()
-    cfg = GeneratorConfig(
-        count=count, seed=7, start=start, rate=count / seconds, users=30, **ANOMALY_PRESETS["all"]
-    )
-    produce(d.streamed, cfg, tmp / "ledger.jsonl", topic=topic)
-    d.ledger = read_ledger(tmp / "ledger.jsonl")
-    start_query(
-        spark, d.streamed, SpeedOutputs.live(), available_now=True, topic=topic
-    ).awaitTermination()
-    return d
+    return streamed_day(spark, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def daily(spark: SparkSession, day: Day) -> Settings:
     """The whole day recomputed in one run."""
-    settings = day.copy("daily")
-    recompute_interval(spark, settings, day.day, "daily")
-    return settings
+    return recomputed_day(spark, day)
 
 
 def rows(spark: SparkSession, settings: Settings, name: str, interval: Interval) -> set[tuple]:
@@ -224,12 +166,32 @@ def test_consecutive_hourly_runs_equal_one_daily_run(
     assert len(crossing) >= 2, f"sessions must cross the cuts; crossed: {sorted(crossing)}"
 
 
-def test_overlapping_backfills_and_reruns_leave_identical_tables(
+def test_overlapping_backfills_and_reruns_leave_identical_tables_and_a_due_vacuum_clears_up(
     spark: SparkSession, day: Day, daily: Settings
 ) -> None:
+    """Two overlapping backfills and a rerun of the second leave the tables the daily run
+    wrote, and one row per view per run in ops.batch_runs.
+
+    The batch job is its tables' one writer, so it vacuums them: at the end of a run, each
+    one whose last vacuum ended `batch.vacuum_every_hours` ago (or never) loses the files
+    that runs replaced at least `batch.vacuum_after_hours` ago. The overlap and the rerun are
+    what replace files, so the same runs show it."""
     overlapping = day.copy("overlapping")
-    recompute_interval(spark, overlapping, day.span(0, 14), "first")
-    recompute_interval(spark, overlapping, day.span(10, 24), "second")
+    views = [table(v.batch_table) for v in VIEWS.values()]
+    names = tuple(t.name for t in views)
+
+    def replaced() -> list[set[str]]:
+        return [replaced_files(spark, t.path(overlapping)) for t in views]
+
+    def retention(hours: int) -> Settings:
+        batch = overlapping.batch.model_copy(update={"vacuum_after_hours": hours})
+        return overlapping.model_copy(update={"batch": batch})
+
+    first = recompute_interval(spark, retention(0), day.span(0, 14), "first")
+    assert first.vacuumed == names, "never vacuumed yet: due at once"
+    second = recompute_interval(spark, retention(0), day.span(10, 24), "second")
+    assert second.vacuumed == (), "vacuumed less than vacuum_every_hours ago: not due"
+    assert all(replaced()), "the overlap replaced files in every view"
     assert all_views(spark, overlapping, day.day) == all_views(spark, daily, day.day)
     recompute_interval(spark, overlapping, day.span(10, 24), "second-again")
     assert all_views(spark, overlapping, day.day) == all_views(spark, daily, day.day)
@@ -237,37 +199,12 @@ def test_overlapping_backfills_and_reruns_leave_identical_tables(
     assert {r["run_id"] for r in runs.collect()} == {"first", "second", "second-again"}
     assert runs.count() == 3 * len(VIEWS), "one row per view per run"
 
-
-def test_the_files_reruns_replaced_are_deleted_when_old_enough_and_a_vacuum_is_due(
-    spark: SparkSession, day: Day, daily: Settings
-) -> None:
-    """The batch job is its tables' one writer, so it vacuums them: at the end of a run, each
-    one whose last vacuum ended `batch.vacuum_every_hours` ago (or never) loses the files
-    that runs replaced at least `batch.vacuum_after_hours` ago."""
-    vacuumed = day.copy("vacuumed")
-
-    def retention(hours: int) -> Settings:
-        batch = vacuumed.batch.model_copy(update={"vacuum_after_hours": hours})
-        return vacuumed.model_copy(update={"batch": batch})
-
-    views = [table(v.batch_table) for v in VIEWS.values()]
-    names = tuple(t.name for t in views)
-
-    def replaced() -> list[set[str]]:
-        return [replaced_files(spark, t.path(vacuumed)) for t in views]
-
-    first = recompute_interval(spark, retention(0), day.span(0, 6), "first")
-    assert first.vacuumed == names, "never vacuumed yet: due at once"
-    again = recompute_interval(spark, retention(0), day.span(0, 6), "again")
-    assert again.vacuumed == (), "vacuumed less than vacuum_every_hours ago: not due"
-    assert all(replaced()), "the rerun replaced files in every view"
-
-    due = datetime.now(UTC) + timedelta(hours=vacuumed.batch.vacuum_every_hours)
+    due = datetime.now(UTC) + timedelta(hours=overlapping.batch.vacuum_every_hours)
     assert vacuum_if_due(spark, retention(168), due) == names
     assert all(replaced()), "replaced less than vacuum_after_hours ago: kept"
     assert vacuum_if_due(spark, retention(0), due + timedelta(days=1)) == names
     assert not any(replaced())
-    assert all_views(spark, vacuumed, day.span(0, 6)) == all_views(spark, daily, day.span(0, 6))
+    assert all_views(spark, overlapping, day.day) == all_views(spark, daily, day.day)
 
 
 def test_a_run_that_fails_mid_write_leaves_readable_tables_and_no_run_record(
@@ -381,15 +318,7 @@ def test_serving_is_batch_before_the_seam_and_speed_after(
 def tributary(run_job_here: RunJob, day: Day, *args: str) -> Ran:
     """The `tributary` command on the seam lakehouse (in this process: tests/integration/
     tributary_here.py; test_cli.py runs the installed command from a folder of its own)."""
-    root = day.tmp / "seam"
-    return run_tributary(
-        run_job_here,
-        *args,
-        TRIBUTARY_PROFILE="local",
-        TRIBUTARY__STORAGE__ROOT=str(root / "lake"),
-        TRIBUTARY__STORAGE__CHECKPOINTS=str(root / "checkpoints"),
-        TRIBUTARY__KAFKA__TOPIC=day.topic,
-    )
+    return run_tributary(run_job_here, *args, **day.environment("seam"))
 
 
 def test_the_tributary_command_prints_the_served_answer(

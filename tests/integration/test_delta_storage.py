@@ -3,10 +3,6 @@ reader (delta-rs, the `deltalake` package) read back the same rows."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -14,11 +10,11 @@ import pytest
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import delta_rs_location, read_table
 from lakehouse.core.tables import Table
+from tests.jobs_in_process import RunJob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-REPO = Path(__file__).parents[2]
 ROWS = [(i, f"user-{i % 7}", round(i * 1.5, 2)) for i in range(500)]
 PROBE = Table(
     name="tests.storage_probe",
@@ -97,16 +93,9 @@ def test_unknown_table_names_the_known_ones() -> None:
     ids=["minio down", "wrong secret"],
 )
 def test_storage_that_cannot_be_used_is_one_line_from_a_job(
-    minio_up: str, env: dict[str, str], message: str
+    minio_up: str, env: dict[str, str], message: str, run_job_here: RunJob
 ) -> None:
-    run = subprocess.run(
-        [sys.executable, "-m", "jobs.versions", "list"],
-        cwd=REPO,
-        env={**os.environ, "TRIBUTARY_PROFILE": "minio", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = run_job_here("jobs.versions", "list", TRIBUTARY_PROFILE="minio", **env)
     assert run.returncode == 1
     assert run.stderr.startswith("versions: MinIO/S3 at ") and message in run.stderr, run.stderr
     assert len(run.stderr.splitlines()) == 1, run.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -15,21 +16,29 @@ from lakehouse.generator.clickstream import generate_events
 def test_produce_and_consume_round_trip(
     minio_settings: Settings, kafka_up: str, topic_name: str
 ) -> None:
-    from kafka import KafkaConsumer
+    from kafka import KafkaConsumer, TopicPartition
 
     ensure_topic(minio_settings, topic_name, partitions=3)
     ensure_topic(minio_settings, topic_name, partitions=3)  # idempotent
     events = list(generate_events(300, seed=1, start=datetime(2026, 1, 1, tzinfo=UTC)))
     assert produce_json(minio_settings, events, topic=topic_name) == 300
 
-    consumer = KafkaConsumer(
-        topic_name,
-        bootstrap_servers=kafka_up,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=10_000,
-    )
-    received = list(consumer)
-    consumer.close()
+    # Read each partition from its start to its end: what the log holds, all of it, once.
+    consumer = KafkaConsumer(bootstrap_servers=kafka_up, enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic_name, p) for p in range(3)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(partitions)
+        assert sum(ends.values()) == 300, "the log holds each record once"
+        received = []
+        deadline = time.monotonic() + 60
+        while any(consumer.position(p) < ends[p] for p in partitions):
+            assert time.monotonic() < deadline, f"read {len(received)} of 300 records in 60 s"
+            for records in consumer.poll(timeout_ms=1000).values():
+                received.extend(records)
+    finally:
+        consumer.close()
 
     assert sorted(json.loads(r.value)["event_id"] for r in received) == sorted(
         e["event_id"] for _, e in events

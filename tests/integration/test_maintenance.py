@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 V1 = SpeedOutputs.replay("v1")
+# A table is compacted from this many files on (maintenance.compact_at_files, lowered from its
+# default so that a few commits make a table of small files); SMALL commits make one.
+COMPACT_AT = 4
+SMALL = COMPACT_AT
 
 
 def append_rows(spark: SparkSession, t: Table, settings: Settings, commits: int) -> None:
@@ -53,6 +57,7 @@ def lake_env(root: Path) -> dict[str, str]:
         "TRIBUTARY_PROFILE": "local",
         "TRIBUTARY__STORAGE__ROOT": str(root / "lakehouse"),
         "TRIBUTARY__STORAGE__CHECKPOINTS": str(root / "checkpoints"),
+        "TRIBUTARY__MAINTENANCE__COMPACT_AT_FILES": str(COMPACT_AT),
     }
 
 
@@ -76,13 +81,13 @@ def copied(small_files: Path, tmp_path: Path) -> Path:
 
 
 def a_lakehouse_with_small_files(spark: SparkSession, settings: Settings) -> None:
-    """Ten version events (ten commits); nine commits to v1's silver and to its progress; v1
-    promoted (serving reads its progress at the promotion's pins), then rolled back."""
-    for i in range(9):
+    """SMALL version events (SMALL commits); SMALL commits to v1's silver and to its progress;
+    v1 promoted (serving reads its progress at the promotion's pins), then rolled back."""
+    for i in range(SMALL - 1):
         record_version_event(spark, settings, "v1", "extending", sequence=i + 1)
     record_version_event(spark, settings, "v1", "caught_up")
-    append_rows(spark, V1.silver, settings, 9)
-    append_rows(spark, V1.progress, settings, 9)
+    append_rows(spark, V1.silver, settings, SMALL)
+    append_rows(spark, V1.progress, settings, SMALL)
     pins = table_versions(spark, settings, "v1")
     switch_pointer(spark, settings, "promote", "v1", "v1", pins=pins)
     # Rolled back: serving would read v1 at those pins again after a rollback to it.
@@ -95,7 +100,7 @@ def test_the_job_compacts_small_files_and_deletes_the_replaced_ones_rows_unchang
     settings = settings_in(copied)
     versions = table("ops.replay_versions")
     before = {t.name: rows(spark, t, settings) for t in (versions, V1.silver, V1.progress)}
-    assert files(spark, versions, settings) == (10, 10)
+    assert files(spark, versions, settings) == (SMALL, SMALL)
 
     done = run_job_here(
         "jobs.maintenance",
@@ -104,16 +109,17 @@ def test_the_job_compacts_small_files_and_deletes_the_replaced_ones_rows_unchang
         TRIBUTARY__MAINTENANCE__VACUUM_AFTER_HOURS="0",
     )
     assert done.returncode == Exit.OK, done.stderr[-3000:]
-    assert "ops.replay_versions: 10 -> 1 files, 10 old files deleted" in done.stdout, done.stdout
+    compacted = f"ops.replay_versions: {SMALL} -> 1 files, {SMALL} old files deleted"
+    assert compacted in done.stdout, done.stdout
     assert "left alone: replay_v1.active_users_10m" in done.stdout, done.stdout
     [line] = [x for x in done.stdout.splitlines() if x.startswith("maintenance result: ")]
     result = json.loads(line.split(": ", 1)[1])
-    assert result["busy"] == [] and result["deleted_files"] >= 19, result
+    assert result["busy"] == [] and result["deleted_files"] >= 2 * SMALL, result
 
     assert files(spark, versions, settings) == (1, 1)
     assert files(spark, V1.silver, settings) == (1, 1)
     # Serving would read v1's progress at its pinned version: neither compacted nor vacuumed.
-    assert files(spark, V1.progress, settings) == (9, 9)
+    assert files(spark, V1.progress, settings) == (SMALL, SMALL)
     # Two files, under compact_at_files: only vacuumed.
     assert files(spark, table("ops.serving_pointer"), settings) == (2, 2)
     after = {t.name: rows(spark, t, settings) for t in (versions, V1.silver, V1.progress)}
@@ -132,4 +138,4 @@ def test_a_busy_writers_tables_are_left_for_the_next_run(spark: SparkSession, co
     assert "ops.replay_versions" in left.tables and "replay_v1.events" in left.tables
     assert "replay is already running" in left.reason and "next run" in left.reason
     assert [c.table for c in cared] == ["ops.serving_pointer"]
-    assert files(spark, table("ops.replay_versions"), settings) == (10, 10)
+    assert files(spark, table("ops.replay_versions"), settings) == (SMALL, SMALL)

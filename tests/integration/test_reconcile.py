@@ -1,5 +1,7 @@
-"""Reconciliation against real Kafka, Spark and Delta: four hours of events with every anomaly,
-streamed by the speed layer and recomputed by the batch layer, then compared batch vs speed
+"""Reconciliation against real Kafka, Spark and Delta: a day of events with every anomaly,
+streamed by the speed layer and recomputed by the batch layer (tests/integration/
+streamed_day.py, built once per test run and shared with the batch layer's tests), then
+compared batch vs speed
 
 - caught up, every difference is explained by the late events: nothing unexplained;
 - with one window of speed.event_counts_1m corrupted on purpose (a Delta UPDATE on a copy),
@@ -8,15 +10,13 @@ streamed by the speed layer and recomputed by the batch layer, then compared bat
 - the job's dq records are keyed by the run (a rerun replaces them) and its HTML report
   renders in headless Chromium with the chart and the tables.
 
-The jobs (`python -m jobs.reconcile`, `tributary compare`) run in the test's process, each with
-a state folder of its own beside its copy of the lakehouse.
+The jobs (`python -m jobs.reconcile`, `tributary compare`) run in the test's process, each on
+a copy of the lakehouse, with a state folder of its own beside it.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +25,9 @@ from selenium.webdriver.common.by import By
 
 from jobs.contract import Exit
 from jobs.reconcile import REPORT_PREFIX
-from lakehouse.batch.recompute import Interval, recompute_interval
-from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, table_version
 from lakehouse.core.tables import table
-from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
 from lakehouse.reconcile import (
     EQUAL,
     Reconciliation,
@@ -39,50 +37,30 @@ from lakehouse.reconcile import (
     recorded_gate,
     speed_source,
 )
-from lakehouse.speed.micro_batch import SpeedOutputs
-from lakehouse.speed.stream import start_query
 from lakehouse.transforms.views import VIEWS
-from tests.conftest import new_topic
 from tests.integration.browser import Browser
+from tests.integration.streamed_day import Day, recomputed_day, streamed_day
 from tests.integration.tributary_here import run_tributary
 from tests.jobs_in_process import Ran, RunJob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-HOUR = timedelta(hours=1)
-EVENTS = 2000
-
-
-def settings_for(root: Path, topic: str) -> Settings:
-    return load_settings("local", {**os.environ, **environment(root, topic)})
-
-
-def environment(root: Path, topic: str) -> dict[str, str]:
-    return {
-        "TRIBUTARY_PROFILE": "local",
-        "TRIBUTARY_STATE": str(root / "state"),  # the job's report and lock stay in the test
-        "TRIBUTARY__STORAGE__ROOT": str(root / "lake"),
-        "TRIBUTARY__STORAGE__CHECKPOINTS": str(root / "checkpoints"),
-        "TRIBUTARY__KAFKA__TOPIC": topic,
-        "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "700",
-    }
-
 
 class Lake:
-    """Four hours streamed and recomputed into one lakehouse; copies of it to spoil."""
+    """The day streamed and recomputed (the copy "daily", which stays as it is); copies of it
+    to spoil and to record in."""
 
-    def __init__(self, tmp: Path, topic: str, hours: Interval) -> None:
-        self.tmp, self.topic, self.hours = tmp, topic, hours
-        self.settings = settings_for(tmp / "clean", topic)
+    def __init__(self, day: Day, daily: Settings) -> None:
+        self.day, self.settings, self.tmp = day, daily, day.tmp
 
     def copy(self, name: str) -> Settings:
-        shutil.copytree(self.tmp / "clean" / "lake", self.tmp / name / "lake")
-        return settings_for(self.tmp / name, self.topic)
+        return self.day.copy(name, source="daily")
 
     def job(self, run_job_here: RunJob, name: str, module: str, *args: str) -> Ran:
-        """`python -m <module> ARGS` (in this process) on the copy `name`, with its own state."""
-        env = environment(self.tmp / name, self.topic)
+        """`python -m <module> ARGS` (in this process) on the copy `name`, with its own state
+        folder there: the job's report and lock stay in the test."""
+        env = self.day.environment(name)
         if module == "jobs.cli":
             return run_tributary(run_job_here, *args, **env)
         return run_job_here(module, *args, **env)
@@ -90,28 +68,8 @@ class Lake:
 
 @pytest.fixture(scope="module")
 def lake(spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFactory) -> Lake:
-    tmp = tmp_path_factory.mktemp("reconcile")
-    topic = new_topic("reconcile")
-    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    lk = Lake(tmp, topic, Interval(this_hour - 4 * HOUR, this_hour))
-    # Event time from five hours ago until now; late events trail by 15 min .. 3 h.
-    start = this_hour - 5 * HOUR
-    seconds = (datetime.now(UTC) - start).total_seconds()
-    cfg = GeneratorConfig(
-        count=EVENTS,
-        seed=11,
-        start=start,
-        rate=EVENTS / seconds,
-        # Enough users that many sessions close within the four hours.
-        users=200,
-        **ANOMALY_PRESETS["all"],
-    )
-    produce(lk.settings, cfg, tmp / "ledger.jsonl", topic=topic)
-    start_query(
-        spark, lk.settings, SpeedOutputs.live(), available_now=True, topic=topic
-    ).awaitTermination()
-    recompute_interval(spark, lk.settings, lk.hours, "four-hours")
-    return lk
+    day = streamed_day(spark, tmp_path_factory)
+    return Lake(day, recomputed_day(spark, day))
 
 
 def batch_vs_speed(spark: SparkSession, settings: Settings, run_id: str) -> Reconciliation:

@@ -5,9 +5,6 @@ refuses a start retention has deleted, and never touches the live stream's table
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -21,7 +18,7 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from jobs.contract import read_result
+from jobs.contract import Exit, read_result
 from lakehouse.batch.recompute import Interval, recompute_interval
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table, read_table_at
@@ -42,15 +39,17 @@ from lakehouse.replay.versions import (
     served_tables,
 )
 from lakehouse.serving.serve import serve
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.micro_batch import MicroBatchProcessor, SpeedOutputs
 from lakehouse.speed.stream import start_query
 from lakehouse.transforms.views import VIEWS
 from tests.conftest import new_topic
+from tests.delta_files import commits
+from tests.jobs_in_process import Ran, RunJob
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
-REPO = Path(__file__).parents[2]
 HOUR = timedelta(hours=1)
 
 
@@ -69,9 +68,8 @@ def settings_for(root: Path, topic: str, **extra: str) -> Settings:
 
 
 def job_env(settings: Settings) -> dict[str, str]:
+    """What a job run on these settings needs in its environment (for run_job_here)."""
     return {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
         "TRIBUTARY_PROFILE": "local",
         "TRIBUTARY__STORAGE__ROOT": settings.storage.root,
         "TRIBUTARY__STORAGE__CHECKPOINTS": settings.storage.checkpoints,
@@ -79,35 +77,24 @@ def job_env(settings: Settings) -> dict[str, str]:
     }
 
 
-def run_job(
-    settings: Settings, module: str, *args: str, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    """A job (`python -m <module>`) run to its end on these settings, its output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=REPO,
-        env=job_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 @dataclass
 class Log:
     settings: Settings
     hours: Interval  # the closed hours the batch layer recomputed
+    records: int
 
 
 @pytest.fixture(scope="module")
 def log(spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFactory) -> Log:
-    """Three hours of events with every anomaly, streamed live in small micro-batches (so
-    some are set aside as late), and the batch layer run over the closed hours."""
+    """Three hours of events with every anomaly, streamed live in two micro-batches (the
+    second's events older than the first's watermark are set aside as late: a replay of the
+    whole log in one batch has none), and the batch layer run over the closed hours."""
     tmp = tmp_path_factory.mktemp("replay")
-    settings = settings_for(tmp, new_topic("replay"))
+    count = 1500
+    live_batch = str(count // 2)
+    settings = settings_for(tmp, new_topic("replay"), speed__max_offsets_per_trigger=live_batch)
     this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     start = this_hour - 3 * HOUR
-    count = 1500
     rate = count / (datetime.now(UTC) - start).total_seconds()
     cfg = GeneratorConfig(
         count=count, seed=11, start=start, rate=rate, users=20, **ANOMALY_PRESETS["all"]
@@ -116,7 +103,7 @@ def log(spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFac
     start_query(spark, settings, SpeedOutputs.live(), available_now=True).awaitTermination()
     hours = Interval(start, this_hour)
     recompute_interval(spark, settings, hours, "batch")
-    return Log(settings, hours)
+    return Log(settings, hours, count)
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +148,7 @@ def test_a_replay_from_earliest_equals_the_batch_recompute(
         tuple(r) for r in replayed.where(log.hours.condition("window_start")).collect()
     }
     [info] = [v for v in list_versions(spark, log.settings) if v.version == v1]
-    assert info.status == "caught_up" and info.start == "earliest" and info.records == 1500
+    assert info.status == "caught_up" and info.start == "earliest" and info.records == log.records
 
     # A quarantined record is kept whole (value, key, topic), as the live stream keeps it.
     def quarantine(outputs: SpeedOutputs) -> set[tuple]:
@@ -184,47 +171,62 @@ def test_a_replay_from_earliest_equals_the_batch_recompute(
     ]
 
 
-def test_a_killed_replay_resumes_to_the_same_result(
-    spark: SparkSession, log: Log, tmp_path: Path
+def test_a_replay_interrupted_mid_batch_resumes_to_the_same_result(
+    spark: SparkSession, log: Log, monkeypatch: pytest.MonkeyPatch, run_job_here: RunJob
 ) -> None:
-    progress = Path(SpeedOutputs.replay("killed").progress.path(log.settings), "_delta_log")
-    command = [sys.executable, "-m", "jobs.replay", "--version", "killed"]
-    command += ["--max-offsets-per-trigger", "300"]
-    job = subprocess.Popen(
-        command,
-        cwd=REPO,
-        env=job_env(log.settings),
-        stdout=subprocess.DEVNULL,
-        stderr=tmp_path.joinpath("err").open("w"),
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while not list(progress.glob("*.json")):  # killed once its first batch committed
-            assert job.poll() is None, tmp_path.joinpath("err").read_text()[-2000:]
-            assert time.monotonic() < deadline, "the replay committed no batch in 3 minutes"
-            time.sleep(0.2)
-        job.kill()
-    finally:
-        job.kill()
-        job.wait()
-    assert [v.status for v in list_versions(spark, log.settings) if v.version == "killed"] == [
-        "running"
-    ]
-    resumed = run_job(log.settings, *command[2:])
+    """A replay whose query fails in the middle of a micro-batch, with some of the batch's
+    tables written and the others and its progress row not (what a kill at that moment
+    leaves), says so (status failed, exit 5), and running it again with the same version
+    resumes it (the job's resume rule included) to the tables an uninterrupted replay with
+    the same batches writes. The failure is injected in this process; killing a process is
+    the speed layer's kill -9 test (test_speed_layer_restarts), whose restart is the same
+    query on the same checkpoint. Two batches are enough: the second fails after the first
+    committed, so the resume must read the first's state back and redo only the second."""
+    per_batch = str(-(-log.records // 2))
+    sessions_write = MicroBatchProcessor.merge_sessions
+
+    def fails_in_batch_1(
+        self: MicroBatchProcessor,
+        spark: SparkSession,
+        on_time: DataFrame,
+        wm: int | None,
+        app: str,
+        batch_id: int,
+    ) -> None:
+        if self.outputs.name == "replay_interrupted" and batch_id == 1:
+            raise RuntimeError("injected failure in the sessions write of batch 1")
+        sessions_write(self, spark, on_time, wm, app, batch_id)
+
+    job = ["jobs.replay", "--version", "interrupted", "--max-offsets-per-trigger", per_batch]
+    with monkeypatch.context() as patched:
+        patched.setattr(MicroBatchProcessor, "merge_sessions", fails_in_batch_1)
+        failed = run_job_here(*job, **job_env(log.settings))
+    assert failed.returncode == Exit.FAILED, failed.stderr[-3000:]
+    assert "replay interrupted failed: " in failed.stderr, failed.stderr[-3000:]
+    assert "run it again to resume" in failed.stderr
+    [info] = [v for v in list_versions(spark, log.settings) if v.version == "interrupted"]
+    assert info.status == "failed"
+    interrupted = SpeedOutputs.replay("interrupted")
+    history = {
+        name: commits(getattr(interrupted, name).path(log.settings))
+        for name in ("silver", "sessions", "progress")
+    }
+    assert history == {"silver": 2, "sessions": 1, "progress": 1}, "batch 1 is half-written"
+
+    resumed = run_job_here(*job, **job_env(log.settings))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert _replay_result(resumed.stdout)["records"] == log.records
 
     plan = plan_replay(log.settings, log.settings.kafka.topic, ReplayStart("earliest"))
     assert (
-        run_replay(spark, log.settings, plan, "whole", max_offsets_per_trigger=300).status
-        == "caught_up"
+        run_replay(spark, log.settings, plan, "whole", False, int(per_batch)).status == "caught_up"
     )
-    for name in ("counts", "active_users", "sessions", "late", "quarantine"):
-        killed = getattr(SpeedOutputs.replay("killed"), name).path(log.settings)
-        whole = getattr(SpeedOutputs.replay("whole"), name).path(log.settings)
-        # When a row was written differs between any two runs; what it says may not.
-        a = spark.read.format("delta").load(killed).drop("ingested_at", "quarantined_at")
-        b = spark.read.format("delta").load(whole).drop("ingested_at", "quarantined_at")
-        assert a.exceptAll(b).count() == 0 and b.exceptAll(a).count() == 0, name
+    for name in ("silver", "counts", "active_users", "sessions", "late", "quarantine", "progress"):
+        interrupted_rows, whole_rows = (
+            _rows(spark, getattr(SpeedOutputs.replay(v), name).path(log.settings))
+            for v in ("interrupted", "whole")
+        )
+        assert interrupted_rows == whole_rows, name
 
 
 def test_promotion_and_rollback_are_atomic_for_a_polling_reader(
@@ -250,7 +252,7 @@ def test_promotion_and_rollback_are_atomic_for_a_polling_reader(
         promote(spark, kappa, v1, force=False)
         assert active_version(spark, kappa) == v1
         promoted = answer()
-        time.sleep(2)
+        _wait_for(lambda: promoted in seen, 120, "the reader to see the promoted version")
         rollback(spark, kappa)
         assert active_version(spark, kappa) == "live"
     finally:
@@ -331,10 +333,10 @@ def test_the_retention_guard_refuses_a_deleted_start_and_force_records_the_gap(
     ],
 )
 def test_bad_replay_parameters_are_refused_and_write_nothing(
-    args: list[str], message: str, kafka_up: str, tmp_path: Path
+    args: list[str], message: str, kafka_up: str, tmp_path: Path, run_job_here: RunJob
 ) -> None:
     settings = settings_for(tmp_path, "events")
-    job = run_job(settings, "jobs.replay", *args, timeout=120)
+    job = run_job_here("jobs.replay", *args, **job_env(settings))
     assert job.returncode == 2, job.stderr
     assert message in job.stderr and "nothing written" in job.stderr, job.stderr
     assert "Traceback" not in job.stderr
@@ -354,8 +356,8 @@ def _produce_part(
     produce(settings, cfg, tmp / f"ledger-{seed}.jsonl")
 
 
-def _extend(settings: Settings, version: str) -> subprocess.CompletedProcess[str]:
-    return run_job(settings, "jobs.replay", "--extend", version)
+def _extend(run_job_here: RunJob, settings: Settings, version: str) -> Ran:
+    return run_job_here("jobs.replay", "--extend", version, **job_env(settings))
 
 
 def _replay_result(stdout: str) -> dict[str, Any]:
@@ -365,7 +367,7 @@ def _replay_result(stdout: str) -> dict[str, Any]:
 
 
 def test_an_extension_reads_only_the_recent_log_and_its_windows_equal_the_batch(
-    spark: SparkSession, kafka_up: str, tmp_path: Path
+    spark: SparkSession, kafka_up: str, tmp_path: Path, run_job_here: RunJob
 ) -> None:
     settings = settings_for(tmp_path, new_topic("extend"))
     this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
@@ -375,7 +377,7 @@ def test_an_extension_reads_only_the_recent_log_and_its_windows_equal_the_batch(
     assert run_replay(spark, settings, plan, "v1").status == "caught_up"
     _produce_part(settings, tmp_path, 22, middle, datetime.now(UTC), 400)
 
-    extended = _extend(settings, "v1")
+    extended = _extend(run_job_here, settings, "v1")
     assert extended.returncode == 0, extended.stderr[-3000:]
     result = _replay_result(extended.stdout)
     # Only what the log gained since v1's run was read, and v1 now holds all of it.
@@ -395,7 +397,7 @@ def test_an_extension_reads_only_the_recent_log_and_its_windows_equal_the_batch(
     assert late.count() > 0, "part two's late events are recorded, not dropped"
 
     # Nothing new in the log: nothing to do, nothing recorded.
-    again = _extend(settings, "v1")
+    again = _extend(run_job_here, settings, "v1")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "nothing new" in again.stdout and _replay_result(again.stdout)["new_records"] == 0
     [info] = [v for v in list_versions(spark, settings) if v.version == "v1"]
@@ -403,7 +405,11 @@ def test_an_extension_reads_only_the_recent_log_and_its_windows_equal_the_batch(
 
 
 def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_checked(
-    spark: SparkSession, kafka_up: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession,
+    kafka_up: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    run_job_here: RunJob,
 ) -> None:
 
     settings = settings_for(tmp_path, new_topic("scheduled"))
@@ -463,7 +469,7 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     assert [v.extensions for v in list_versions(spark, settings)] == [2]
     assert served_until() == checked, "an unchecked extension is not served"
     assert not serves_all_of(spark, kappa, "v1")
-    listed = run_job(settings, "jobs.versions", "list")
+    listed = run_job_here("jobs.versions", "list", **job_env(settings))
     assert listed.returncode == 0, listed.stderr
     assert "serving reads v1 as its last passed gate saw it (" in listed.stdout, listed.stdout
     with pytest.raises(VersionError, match="refused"):
@@ -477,16 +483,15 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
 def test_a_replay_leaves_the_running_live_stream_untouched(
     spark: SparkSession, kafka_up: str, tmp_path: Path
 ) -> None:
-    settings = settings_for(tmp_path, new_topic("live"))
+    """The live stream runs its own query while a replay runs, and keeps committing fresh
+    micro-batches into its own tables, which gain every event once; the replay writes only
+    its version's. Both queries run in this process (the live stream is not under test as a
+    process: what a replay could break is its tables, checkpoint and progress, which are the
+    same here), so they also share one Spark application's scheduler."""
+    settings = settings_for(tmp_path, new_topic("live"), speed__trigger_interval_seconds="1")
     ensure_topic(settings)
     produce_json(settings, list(_events("before", 300)))
-    live = subprocess.Popen(
-        [sys.executable, "-m", "jobs.speed_layer"],
-        cwd=REPO,
-        env={**job_env(settings), "TRIBUTARY__SPEED__TRIGGER_INTERVAL_SECONDS": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    live = start_query(spark, settings, SpeedOutputs.live(), available_now=False)
     live_progress = SpeedOutputs.live().progress.path(settings)
     sending = threading.Event()
     sent = [300]
@@ -499,7 +504,9 @@ def test_a_replay_leaves_the_running_live_stream_untouched(
     producer = threading.Thread(target=keep_sending)
     try:
         _wait_for(
-            lambda: any(Path(live_progress, "_delta_log").glob("*.json")), 300, "the live stream"
+            lambda: _committed(live) and any(Path(live_progress, "_delta_log").glob("*.json")),
+            300,
+            "the live stream",
         )
         producer.start()
         before = _live_versions(spark, settings)
@@ -513,10 +520,10 @@ def test_a_replay_leaves_the_running_live_stream_untouched(
         _wait_for(
             lambda: _consumed(spark, live_progress) >= goal, 180, "the live stream to catch up"
         )
+        assert live.isActive and live.exception() is None
     finally:
         sending.set()
-        live.send_signal(signal.SIGTERM)
-        live.wait(120)
+        live.stop()
     from pyspark.sql import functions as F
 
     progress = spark.read.format("delta").load(live_progress)
@@ -601,8 +608,40 @@ def _consumed(spark: SparkSession, progress: str) -> int:
     )
 
 
+def _committed(query: StreamingQuery) -> bool:
+    """True once the query has made progress; fails at once if it stopped on an error."""
+    assert query.isActive, query.exception()
+    return query.lastProgress is not None
+
+
 def _wait_for(check: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
         time.sleep(1)
+
+
+# Columns that record when something happened, or in which run: they differ between any two
+# runs over the same log, what the other columns say may not.
+WALL_CLOCK = {
+    "ingested_at",
+    "quarantined_at",
+    "processed_at",
+    "duration_seconds",
+    "rows_per_second",
+    "freshness_seconds",
+    "step_seconds",
+    "kafka_lag",
+    "total_lag",
+    "app_id",
+}
+
+
+def _rows(spark: SparkSession, path: str) -> list[tuple[str, ...]]:
+    """A table's rows without WALL_CLOCK columns, as sorted text (maps by key)."""
+    df = spark.read.format("delta").load(path)
+    kept = df.select(*(c for c in df.columns if c not in WALL_CLOCK))
+    return sorted(
+        tuple(str(sorted(v.items()) if isinstance(v, dict) else v) for v in row)
+        for row in kept.collect()
+    )

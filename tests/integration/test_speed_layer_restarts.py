@@ -1,10 +1,13 @@
-"""Exactly-once: kill -9 the speed layer at random moments, restart it, and the final tables
-equal those of an uninterrupted run over the same log."""
+"""The speed layer's process under test: kill -9 it in the middle of a micro-batch and restart
+it, and the final tables equal those of an uninterrupted run over the same log; stop it
+gracefully (SIGTERM, or its stop file) behind a backlog, and it stops after the running batch;
+start a second one, and it is refused. The runs that are not under test (the uninterrupted
+reference, draining the rest of a log) run in this process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -14,12 +17,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pytest
-
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
 from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.stream import start_query
 from tests.conftest import new_topic
+from tests.delta_files import commits
+from tests.jobs_in_process import RunJob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,7 +54,7 @@ def job_env(tmp: Path, topic: str) -> dict[str, str]:
         "TRIBUTARY__STORAGE__ROOT": str(tmp / "lake"),
         "TRIBUTARY__STORAGE__CHECKPOINTS": str(tmp / "checkpoints"),
         "TRIBUTARY__KAFKA__TOPIC": topic,
-        "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "500",
+        "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "300",
     }
     return env
 
@@ -116,28 +120,39 @@ def settings_for(env: dict[str, str]) -> Settings:
 
 
 def committed_batches(settings: Settings) -> int:
-    """Micro-batches committed so far: one progress-table commit (a JSON file) per batch."""
-    return len(list(Path(OUT.progress.path(settings), "_delta_log").glob("*.json")))
+    """Micro-batches committed so far: one progress-table commit per batch."""
+    return commits(OUT.progress.path(settings))
 
 
 def wait_for(
-    check: Callable[[], bool], proc: subprocess.Popen[bytes], timeout: float = 240
+    check: Callable[[], bool],
+    proc: subprocess.Popen[bytes],
+    timeout: float = 240,
+    every: float = 0.5,
 ) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if proc.poll() is not None or time.monotonic() > deadline:
             return
-        time.sleep(0.5)
+        time.sleep(every)
 
 
 def test_kill_minus_nine_and_restart_changes_no_result(
     spark: SparkSession, kafka_up: str, tmp_path: Path
 ) -> None:
+    """One kill -9 at the hardest moment of a micro-batch: some of its tables have committed,
+    the others and its progress row have not. The restart must replay that batch with the
+    decisions of the first attempt, skip the writes that committed and do the rest, then go
+    on. A kill before a batch's first commit only repeats the batch, and one after its last
+    only skips it: both are steps of this case. Three batches' worth of records is enough: the
+    kill lands in the second batch, after one whole batch, with more to come after the
+    restart."""
     topic = new_topic("restarts")
     calm, killed = tmp_path / "calm", tmp_path / "killed"
     calm_env, killed_env = job_env(calm, topic), job_env(killed, topic)
+    per_batch = int(killed_env["TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER"])
     cfg = GeneratorConfig(
-        count=2500,
+        count=3 * per_batch,
         seed=7,
         start=datetime.now(UTC) - timedelta(hours=2),
         rate=2.0,
@@ -146,99 +161,102 @@ def test_kill_minus_nine_and_restart_changes_no_result(
     )
     produce(settings_for(calm_env), cfg, tmp_path / "ledger.jsonl", topic=topic)
 
-    run_to_completion(calm_env, calm / "job.log")
+    # The uninterrupted run is the reference, not what is under test: it runs here.
+    calm_settings = settings_for(calm_env)
+    start_query(spark, calm_settings, OUT, available_now=True).awaitTermination()
 
-    rng = random.Random(2026)
-    kills = 0
-    for _ in range(3):
-        proc = start_job(killed_env, killed / "job.log")
-        # Wait for the next committed batch, then strike at a random moment of the one after:
-        # the kill lands mid-batch however fast or slow this machine is.
-        done = committed_batches(settings_for(killed_env))
-        wait_for(lambda done=done: committed_batches(settings_for(killed_env)) > done, proc)
-        time.sleep(rng.uniform(0.5, 6))
-        if proc.poll() is not None:
-            break  # it finished before we could kill it: nothing left to interrupt
+    settings = settings_for(killed_env)
+    silver = OUT.silver.path(settings)
+    proc = start_job(killed_env, killed / "job.log")
+    try:
+        # Silver is among a batch's first writes to commit; its progress row is the last.
+        wait_for(
+            lambda: (
+                committed_batches(settings) >= 1 and commits(silver) > committed_batches(settings)
+            ),
+            proc,
+            every=0.02,
+        )
+        assert proc.poll() is None, (
+            "the run ended before it could be killed: " + ((killed / "job.log").read_text()[-3000:])
+        )
         os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        kills += 1
+    half_written = committed_batches(settings)
+    assert commits(silver) > half_written, "the kill must land with a batch half-written"
     run_to_completion(killed_env, killed / "job.log")
-    assert kills >= 2, "the run must actually have been interrupted"
-    assert committed_batches(settings_for(killed_env)) >= kills + 2
 
-    calm_tables = snapshot(spark, settings_for(calm_env))
-    killed_tables = snapshot(spark, settings_for(killed_env))
+    calm_tables = snapshot(spark, calm_settings)
+    killed_tables = snapshot(spark, settings)
     for name, rows in calm_tables.items():
         assert killed_tables[name] == rows, f"{name} differs after kill -9 and restart"
     assert len(calm_tables["raw"]) == cfg.count
+    assert half_written < len(calm_tables["progress"]), "the kill must leave batches to do"
 
 
-@pytest.mark.parametrize("signal_kind", ["sigterm", "stop_file"])
-def test_graceful_stop_from_outside_finishes_the_batch(
-    kafka_up: str, tmp_path: Path, signal_kind: str
-) -> None:
-    topic = new_topic("graceful")
-    env = job_env(tmp_path, topic)
-    cfg = GeneratorConfig(count=300, seed=3, start=datetime.now(UTC) - timedelta(hours=1), rate=1.0)
-    produce(settings_for(env), cfg, tmp_path / "ledger.jsonl", topic=topic)
-    log = tmp_path / "job.log"
-    proc = start_continuous(env, log, tmp_path / "stop")
-    deadline = time.monotonic() + 180
-    while "batch" not in _progress_text(env) and time.monotonic() < deadline:
-        time.sleep(2)
-    if signal_kind == "sigterm":
-        proc.send_signal(signal.SIGTERM)
-    else:
-        (tmp_path / "stop").touch()
-    assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
-    assert "speed layer stopped" in log.read_text()
-
-
-def test_a_graceful_stop_behind_a_backlog_does_not_wait_for_the_backlog(
+def test_a_graceful_stop_behind_a_backlog_comes_after_the_running_batch(
     kafka_up: str, tmp_path: Path, spark: SparkSession
 ) -> None:
-    """Behind a backlog one batch starts as soon as another commits: the stop must still come
-    after the running batch, not once the log is drained, and lose nothing."""
+    """Behind a backlog one batch starts as soon as another commits: a stop asked from outside
+    (SIGTERM, then the stop file, each to a process of its own: the process's signal handler
+    and its watch of the file are what is tested) must still come after the running batch,
+    not once the log is drained, end the process with status 0, and lose nothing. A backlog
+    of twelve small batches is enough: a stop that waited for the backlog would commit all
+    twelve, one that did not commits at most the running batch and the next."""
     topic = new_topic("backlog-stop")
-    env = {**job_env(tmp_path, topic), "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "200"}
+    per_batch = 50
+    env = {**job_env(tmp_path, topic), "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": str(per_batch)}
     an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
-    cfg = GeneratorConfig(count=4000, seed=5, start=an_hour_ago, rate=10.0)
-    produce(settings_for(env), cfg, tmp_path / "ledger.jsonl", topic=topic)
-    backlog_batches = cfg.count // 200
+    cfg = GeneratorConfig(count=12 * per_batch, seed=5, start=an_hour_ago, rate=10.0)
     settings = settings_for(env)
-    log = tmp_path / "job.log"
-    proc = start_continuous(env, log, tmp_path / "stop")
-    wait_for(lambda: committed_batches(settings) >= 2, proc)
-    (tmp_path / "stop").touch()
-    at_request = committed_batches(settings)
-    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
-    assert "speed layer stopped" in log.read_text()
-    # The batch running at the request, and one more if it committed as the request was made.
-    assert committed_batches(settings) <= at_request + 2 < backlog_batches, log.read_text()[-3000:]
+    produce(settings, cfg, tmp_path / "ledger.jsonl", topic=topic)
+    backlog_batches = cfg.count // per_batch
+    stop_file = tmp_path / "stop"
+    for how in ("sigterm", "stop_file"):
+        log = tmp_path / f"{how}.log"
+        proc = start_continuous(env, log, stop_file)
+        before = committed_batches(settings)
+        try:
+            wait_for(lambda before=before: committed_batches(settings) > before, proc)
+            if how == "sigterm":
+                proc.send_signal(signal.SIGTERM)
+            else:
+                stop_file.touch()
+            at_request = committed_batches(settings)
+            assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        assert "speed layer stopped" in log.read_text(), how
+        # The batch running at the request, and one more if it committed as the request came.
+        assert at_request > before, f"{how}: the stop must come behind the backlog"
+        assert committed_batches(settings) <= at_request + 2 < backlog_batches, how
 
-    run_to_completion(env, tmp_path / "rest.log")
+    # The rest of the log, not under test, in this process and in one batch.
+    start_query(
+        spark, settings, OUT, available_now=True, max_offsets_per_trigger=cfg.count
+    ).awaitTermination()
     assert OUT.raw is not None
     raw = spark.read.format("delta").load(OUT.raw.path(settings))
     assert raw.count() == cfg.count == raw.select("partition", "offset").distinct().count()
 
 
-def _progress_text(env: dict[str, str]) -> str:
-    path = Path(OUT.progress.path(settings_for(env)))
-    return "batch" if (path / "_delta_log").exists() else ""
-
-
-def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
+def test_a_second_writer_is_refused_with_the_holders_pid(
+    tmp_path: Path, kafka_up: str, run_job_here: RunJob
+) -> None:
+    """The refusal is the job's (its exit status and one line), not its process's: the job
+    runs in this process, which holds the lock as another speed layer would."""
     from lakehouse.core.locks import exclusive_writer
 
     env = job_env(tmp_path, new_topic("busy"))
+    mine = {k: v for k, v in env.items() if k.startswith("TRIBUTARY")}
     with exclusive_writer(settings_for(env), "speed_layer"):
-        result = subprocess.run(
-            [sys.executable, "-m", "jobs.speed_layer", "--available-now"],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
+        result = run_job_here(
+            "jobs.speed_layer", "--available-now", "--stop-file", str(tmp_path / "stop"), **mine
         )
     assert result.returncode == 1
     assert f"speed_layer is already running for {tmp_path / 'lake'} (pid {os.getpid()})" in (

@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
+
+import pytest
 
 from lakehouse.core.delta_io import (
     append_once,
@@ -19,6 +22,7 @@ from lakehouse.core.delta_io import (
 )
 from lakehouse.core.tables import table
 from tests.delta_files import age_commits, files_in_use, files_on_disk, replaced_files
+from tests.lakehouses import copied, local_lakehouse
 
 
 def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
@@ -119,101 +123,105 @@ def test_a_table_created_before_its_layout_keeps_taking_merges(spark, local_sett
     assert [r["events"] for r in stored.collect()] == [3]
 
 
+# Five one-row commits (versions 0-4), then a compaction (version 5) that replaces their files;
+# a checkpoint every 3 versions.
+COMPACTED_IDS = replace(
+    table("speed.late_events"), name="tests.compacted_ids", checkpoint_interval=3, schema=ID
+)
+
+
+@pytest.fixture(scope="module")
+def compacted_once(spark, tmp_path_factory) -> str:
+    settings = local_lakehouse(tmp_path_factory.mktemp("compacted"))
+    for version in range(5):
+        append_once(spark.range(version, version + 1), COMPACTED_IDS, settings, "t", version)
+    compact_small_files(spark, COMPACTED_IDS, settings, small_file_bytes=1 << 20)
+    return COMPACTED_IDS.path(settings)
+
+
+@pytest.fixture
+def compacted(compacted_once: str, local_settings) -> str:
+    """A copy of that table in this test's lakehouse, for the test to vacuum."""
+    return str(copied(Path(compacted_once), Path(COMPACTED_IDS.path(local_settings))))
+
+
+def ids(spark, settings, version: int | None = None) -> list[int]:
+    if version is None:
+        rows = read_table(spark, COMPACTED_IDS, settings)
+    else:
+        at_version = read_table_at(spark, COMPACTED_IDS, settings, version)
+        assert at_version is not None
+        rows = at_version
+    return sorted(r["id"] for r in rows.collect())
+
+
 def test_vacuum_deletes_replaced_files_when_the_log_no_longer_holds_their_commits(
-    spark, local_settings
+    spark, local_settings, compacted
 ) -> None:
     """VACUUM LITE would look for replaced files in the commits since the last vacuum; once
     Delta has cleaned those commits up, only listing the folder (FULL) finds them."""
-    from pathlib import Path
-
-    target = replace(
-        table("speed.late_events"), name="tests.vacuumed", checkpoint_interval=3, schema=ID
-    )
-    for version in range(5):
-        append_once(spark.range(version, version + 1), target, local_settings, "t", version)
-    path = Path(target.path(local_settings))
-    compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
+    path = Path(compacted)
     # What Delta's log cleanup does to commits older than its retention: gone, the
     # checkpoint at version 3 stands in for them.
     for commit in range(3):
         (path / "_delta_log" / f"{commit:020d}.json").unlink()
     in_use = set(spark.read.format("delta").load(str(path)).inputFiles())
 
-    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
+    vacuum_replaced_files(spark, COMPACTED_IDS, local_settings, after_hours=0)
 
     on_disk = {f"file:{f}" for f in path.glob("*.parquet")}
     assert on_disk == in_use
-    assert sorted(r["id"] for r in read_table(spark, target, local_settings).collect()) == [
-        0,
-        1,
-        2,
-        3,
-        4,
-    ]
+    assert ids(spark, local_settings) == [0, 1, 2, 3, 4]
 
 
 def test_vacuum_keeps_what_the_configured_retention_keeps_whatever_the_table_says(
-    spark, local_settings
+    spark, local_settings, compacted
 ) -> None:
     """Delta 4 ignores RETAIN (unless 0) in favour of the table's deletedFileRetentionDuration;
     the hours we configure must decide."""
-    target = replace(table("speed.late_events"), name="tests.retained", schema=ID)
-    for version in range(3):
-        append_once(spark.range(version, version + 1), target, local_settings, "t", version)
-    compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
-    path = target.path(local_settings)
     spark.sql(
-        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES "
+        f"ALTER TABLE delta.`{compacted}` SET TBLPROPERTIES "
         "('delta.deletedFileRetentionDuration' = 'interval 0 hours')"
     )
-    replaced_by_compaction = replaced_files(spark, path)
+    replaced_by_compaction = replaced_files(spark, compacted)
     assert replaced_by_compaction
 
-    vacuum_replaced_files(spark, target, local_settings, after_hours=5)
-    assert replaced_files(spark, path) == replaced_by_compaction, "replaced under 5 hours ago"
-    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
-    assert replaced_files(spark, path) == set()
+    vacuum_replaced_files(spark, COMPACTED_IDS, local_settings, after_hours=5)
+    assert replaced_files(spark, compacted) == replaced_by_compaction, "replaced under 5 hours ago"
+    vacuum_replaced_files(spark, COMPACTED_IDS, local_settings, after_hours=0)
+    assert replaced_files(spark, compacted) == set()
 
 
-def test_a_vacuum_keeps_an_older_version_readable_when_asked(spark, local_settings) -> None:
+def test_a_vacuum_keeps_an_older_version_readable_when_asked(
+    spark, local_settings, compacted
+) -> None:
     """Serving reads a promoted replay version at the table versions its gate passed; the
     stream that goes on writing those tables vacuums them and must not delete what they read."""
-    target = replace(table("speed.late_events"), name="tests.kept", schema=ID)
-    for version in range(3):
-        append_once(spark.range(version, version + 1), target, local_settings, "t", version)
-    compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
-    path = target.path(local_settings)
-    assert retention_keeping(spark, target, local_settings, 0, None) == 0
-    assert retention_keeping(spark, target, local_settings, 0, 3) == 0, "the latest: none replaced"
+    target, settings = COMPACTED_IDS, local_settings
+    assert retention_keeping(spark, target, settings, 0, None) == 0
+    assert retention_keeping(spark, target, settings, 0, 5) == 0, "the latest: none replaced"
 
-    hours = retention_keeping(spark, target, local_settings, 0, 2)
+    hours = retention_keeping(spark, target, settings, 0, 2)
     assert hours >= 1, "back to the commit of version 2, seconds ago"
-    assert retention_keeping(spark, target, local_settings, 200, 2) == 200
-    vacuum_replaced_files(spark, target, local_settings, after_hours=hours)
-    pinned = read_table_at(spark, target, local_settings, 2)
-    assert pinned is not None and sorted(r["id"] for r in pinned.collect()) == [0, 1, 2]
-    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
-    assert replaced_files(spark, path) == set(), "without it, those files go"
+    assert retention_keeping(spark, target, settings, 200, 2) == 200
+    vacuum_replaced_files(spark, target, settings, after_hours=hours)
+    assert ids(spark, settings, 2) == [0, 1, 2]
+    vacuum_replaced_files(spark, target, settings, after_hours=0)
+    assert replaced_files(spark, compacted) == set(), "without it, those files go"
 
 
-def test_a_version_a_week_old_is_still_read_and_kept(spark, local_settings) -> None:
+def test_a_version_a_week_old_is_still_read_and_kept(spark, local_settings, compacted) -> None:
     """Serving reads a replay version at its pins and the batch views at the version of their
     last run; the stream reads silver as the previous batch left it. Any of these may be a
     week old when read (a gate failing for days, a batch layer paused, a stream stopped), and
     Delta 4 refuses by default to read a version older than the table's
     deletedFileRetentionDuration (7 days) once a newer commit exists."""
-    target = replace(table("speed.late_events"), name="tests.week_old", schema=ID)
-    for version in range(3):
-        append_once(spark.range(version, version + 1), target, local_settings, "t", version)
-    compact_small_files(spark, target, local_settings, small_file_bytes=1 << 20)
-    path = target.path(local_settings)
-    age_commits(path, days=8)
+    age_commits(compacted, days=8)
 
-    hours = retention_keeping(spark, target, local_settings, 168, 2)
+    hours = retention_keeping(spark, COMPACTED_IDS, local_settings, 168, 2)
     assert hours > 8 * 24, "back to version 2's commit, 8 days ago"
-    vacuum_replaced_files(spark, target, local_settings, after_hours=hours)
-    pinned = read_table_at(spark, target, local_settings, 2)
-    assert pinned is not None and sorted(r["id"] for r in pinned.collect()) == [0, 1, 2]
+    vacuum_replaced_files(spark, COMPACTED_IDS, local_settings, after_hours=hours)
+    assert ids(spark, local_settings, 2) == [0, 1, 2]
 
 
 def test_vacuum_deletes_the_files_no_commit_added(spark, local_settings) -> None:
@@ -252,17 +260,15 @@ def test_a_few_rows_from_the_driver_are_written_without_stray_files(spark, local
 
 
 def test_delta_s_console_lines_go_to_the_log_not_between_a_job_s_lines(
-    spark, local_settings
+    spark, local_settings, compacted
 ) -> None:
     """A VACUUM prints "Deleted N files and directories ..." on the JVM's standard output,
     which a job's own lines share: the factory routes it to the console log instead."""
     from lakehouse.core.spark import jvm_console_log
 
-    target = replace(table("speed.late_events"), name="tests.console", schema=ID)
-    append_once(spark.range(1), target, local_settings, "t", 0)
     log = jvm_console_log()
     before = log.read_text() if log.exists() else ""
-    vacuum_replaced_files(spark, target, local_settings, after_hours=0)
+    vacuum_replaced_files(spark, COMPACTED_IDS, local_settings, after_hours=0)
     jvm = spark.sparkContext._jvm
     jvm.java.lang.System.out.flush()
     added = log.read_text()[len(before) :]

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_once, read_table, table_version
-from lakehouse.speed.micro_batch import MicroBatchProcessor, PinnedState, SpeedOutputs
+from lakehouse.speed.micro_batch import (
+    COMPACTED,
+    VACUUMED,
+    MicroBatchProcessor,
+    PinnedState,
+    SpeedOutputs,
+)
 from tests.delta_files import age_commits, replaced_files
+from tests.lakehouses import copied, local_lakehouse, moved_to
 from tests.micro_batches import kafka_records, query_checkpoint
 
 # Silver's columns that these tests read, and those its Delta statistics are kept for.
@@ -66,31 +74,21 @@ def test_a_batch_outside_silver_s_time_range_keeps_all_its_events(spark, local_s
 
 
 def test_the_state_a_batch_leaves_in_memory_is_what_the_next_batch_would_read_back(
-    spark, local_settings, tmp_path
+    spark, streamed: Streamed
 ) -> None:
-    from datetime import UTC, timedelta
-
-    from lakehouse.generator.clickstream import generate_events
-
-    checkpoint = query_checkpoint(tmp_path / "checkpoint", "query-1")
-    out = SpeedOutputs.live()
-    processor = MicroBatchProcessor(local_settings, out, str(checkpoint), lambda: {0: 130})
-    events = list(
-        generate_events(120, seed=5, start=datetime.now(UTC) - timedelta(minutes=30), users=4)
-    )
-    processor(kafka_records(spark, events[:60], 0), 0)
-    processor(kafka_records(spark, events[60:], 60), 1)
-
-    assert processor._committed is not None
-    app, next_batch, remembered = processor._committed
+    """Batch 1 of the module's stream: the state it left in memory, and what a processor
+    reads back from the lakehouse that batch left."""
+    assert streamed.committed is not None
+    app, next_batch, remembered = streamed.committed
     assert next_batch == 2
-    read_back = MicroBatchProcessor(local_settings, out, str(checkpoint)).pinned_state(
+    settings = streamed.plain
+    read_back = MicroBatchProcessor(settings, SpeedOutputs.live(), "unused").pinned_state(
         spark, app, next_batch
     )
     assert remembered == read_back
-    assert read_back.offsets == {0: 120}
-    assert read_back.waiting == 10
-    assert read_back.silver_version == table_version(spark, out.silver, local_settings)
+    assert read_back.offsets == {0: 60}
+    assert read_back.waiting == 40
+    assert read_back.silver_version == table_version(spark, SpeedOutputs.live().silver, settings)
 
 
 def test_a_write_failing_beside_the_others_fails_the_batch_and_its_retry_writes_once(
@@ -296,16 +294,12 @@ def test_a_view_merge_leaves_the_hours_its_batch_cannot_reach_unwritten(
         assert after == before[view.name], f"{view.name}: the first hour was rewritten"
 
 
-def with_compaction_every(settings, batches: int):
-    return settings.model_copy(
-        update={"speed": settings.speed.model_copy(update={"compact_every_batches": batches})}
-    )
+def with_speed(settings: Settings, **speed: int) -> Settings:
+    return settings.model_copy(update={"speed": settings.speed.model_copy(update=speed)})
 
 
 @pytest.mark.parametrize("kind", ["compact", "vacuum"])
 def test_each_table_takes_its_turn_once_every_n_batches_never_all_at_once(local_settings, kind):
-    from lakehouse.speed.micro_batch import COMPACTED, VACUUMED
-
     names = {"compact": COMPACTED, "vacuum": VACUUMED}[kind]
     live = MicroBatchProcessor(local_settings, SpeedOutputs.live(), "unused")
     turns = {batch_id: live.turns(batch_id, names, 4) for batch_id in range(12)}
@@ -325,115 +319,148 @@ def contents(spark, table, settings) -> list[str]:
     return sorted(repr(r) for r in rows)
 
 
-def test_compacting_while_streaming_changes_files_never_rows(spark, local_settings, tmp_path):
+# The tables whose files the stream replaces: by compaction (silver) or by MERGE (the views).
+REPLACING = ("silver", "counts", "active_users", "sessions")
+# The tables whose rows a compaction must leave as they were.
+COMPARED = ("raw", "silver", "counts", "active_users", "sessions")
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """Micro-batches 0 and 1 (30 events each) as a stream that looks after no table in them
+    leaves the lakehouse (`plain`); and batches 1 and 2, from a copy of what batch 0 left, by
+    a stream that compacts and vacuums every table in batch 1 with a retention of 168 hours,
+    and vacuums every table in batch 2 with none (`looked_after`)."""
+
+    batches: list  # the three batches (Kafka records): both streams read the very same
+    event_ids: list[str]
+    plain_folder: Path  # nothing writes to it: copy it
+    plain: Settings
+    committed: tuple[str, int, PinnedState] | None  # the state batch 1 left in memory
+    looked_after: Settings
+    rows_after_compaction: dict[str, list[str]]  # `looked_after`'s rows after batch 1
+    raw_files_after_compaction: int
+    replaced_within_retention: dict[str, set[str]]  # its replaced files after batch 1 (168 h)
+    replaced_after_zero: dict[str, set[str]]  # and after batch 2 (0 h)
+
+
+@pytest.fixture(scope="module")
+def streamed(spark, tmp_path_factory) -> Streamed:
     from datetime import UTC, timedelta
 
     from lakehouse.generator.clickstream import generate_events
 
-    events = list(
-        generate_events(90, seed=8, start=datetime.now(UTC) - timedelta(minutes=30), users=4)
-    )
-    # Built once: both runs get the same records, Kafka timestamps included.
+    folder = tmp_path_factory.mktemp("streamed")
+    # From the start of a minute: batches 0 and 1 (each about 30 s of events) share it, so
+    # batch 1 updates rows of every view (a MERGE that only inserts replaces no file).
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=30)
+    events = list(generate_events(90, seed=8, start=start, users=4))
+    # Built once: both streams get the same records, Kafka timestamps included.
     batches = [kafka_records(spark, events[i : i + 30], i) for i in range(0, 90, 30)]
     out = SpeedOutputs.live()
-    compared = ("raw", "silver", "counts", "active_users", "sessions")
-    tables = {}
-    for every in (1, 1_000):
-        root = local_settings.storage.model_copy(update={"root": str(tmp_path / f"every-{every}")})
-        settings = with_compaction_every(local_settings, every).model_copy(update={"storage": root})
-        checkpoint = query_checkpoint(tmp_path / f"checkpoint-{every}", "query-3")
-        processor = MicroBatchProcessor(settings, out, str(checkpoint), lambda: {})
-        for batch_id, batch in enumerate(batches):
-            processor(batch, batch_id)
-        tables[every] = {name: contents(spark, getattr(out, name), settings) for name in compared}
-        if every == 1:
-            # Compacted in the last batch, after its append: one file.
-            raw = spark.read.format("delta").load(out.raw.path(settings))
-            assert len(raw.inputFiles()) == 1
-            progress = spark.read.format("delta").load(out.progress.path(settings))
-            steps = progress.where("batch_id = 2").first()["step_seconds"]
-            assert {"compact_raw", "compact_silver", "compact_progress"} <= set(steps)
-    assert tables[1] == tables[1_000]
+
+    def stream(settings: Settings) -> MicroBatchProcessor:
+        checkpoint = Path(settings.storage.checkpoints) / "query"
+        if not checkpoint.exists():
+            query_checkpoint(checkpoint, "query-3")
+        # 100 records in the log: the lag the progress rows report.
+        return MicroBatchProcessor(settings, out, str(checkpoint), lambda: {0: 100})
+
+    def replaced(settings: Settings) -> dict[str, set[str]]:
+        return {
+            name: replaced_files(spark, getattr(out, name).path(settings)) for name in REPLACING
+        }
+
+    never = {"compact_every_batches": 1_000, "vacuum_every_batches": 1_000}
+    plain = with_speed(local_lakehouse(folder / "plain"), **never)
+    processor = stream(plain)
+    processor(batches[0], 0)
+    # A stream restarted on this copy reads its state back from the progress table.
+    looked_after = moved_to(plain, copied(folder / "plain", folder / "looked-after"))
+    processor(batches[1], 1)
+
+    every_batch = {"compact_every_batches": 1, "vacuum_every_batches": 1}
+    stream(with_speed(looked_after, **every_batch, vacuum_after_hours=168))(batches[1], 1)
+    rows = {name: contents(spark, getattr(out, name), looked_after) for name in COMPARED}
+    raw_files = len(spark.read.format("delta").load(out.raw.path(looked_after)).inputFiles())
+    within = replaced(looked_after)
+    only_vacuum = {"compact_every_batches": 1_000, "vacuum_every_batches": 1}
+    stream(with_speed(looked_after, **only_vacuum, vacuum_after_hours=0))(batches[2], 2)
+    return Streamed(
+        batches=batches,
+        event_ids=[e["event_id"] for _, e in events],
+        plain_folder=folder / "plain",
+        plain=plain,
+        committed=processor._committed,
+        looked_after=looked_after,
+        rows_after_compaction=rows,
+        raw_files_after_compaction=raw_files,
+        replaced_within_retention=within,
+        replaced_after_zero=replaced(looked_after),
+    )
+
+
+def test_compacting_while_streaming_changes_files_never_rows(spark, streamed: Streamed) -> None:
+    """The same batches leave the same rows whether the stream compacts (and vacuums) every
+    table in a batch or not."""
+    out = SpeedOutputs.live()
+    plain = {name: contents(spark, getattr(out, name), streamed.plain) for name in COMPARED}
+    assert streamed.rows_after_compaction == plain
+    # Compacted in the batch, after its append: one file.
+    assert streamed.raw_files_after_compaction == 1
+    progress = spark.read.format("delta").load(out.progress.path(streamed.looked_after))
+    steps = set(progress.where("batch_id = 1").first()["step_seconds"])
+    assert {f"compact_{name}" for name in COMPACTED} | {f"vacuum_{n}" for n in VACUUMED} <= steps
 
 
 def test_the_stream_deletes_the_files_it_replaced_once_they_are_old_enough(
-    spark, local_settings, tmp_path
+    streamed: Streamed,
 ) -> None:
     """Every MERGE into a view and every compaction replaces files; the stream vacuums its
     tables in their turns, so what they keep on disk does not grow without end. Within the
-    retention, replaced files stay (older versions can still be read)."""
-    from datetime import UTC, timedelta
-
-    from lakehouse.generator.clickstream import generate_events
-
-    events = list(
-        generate_events(90, seed=3, start=datetime.now(UTC) - timedelta(minutes=30), users=4)
+    retention, replaced files stay (older versions can still be read); with none, the next
+    batch deletes those of the batch before and its own. One stream proves both: each batch
+    reads the retention afresh, and every table takes the same vacuum call. (Batch 0 had
+    nothing to replace, so a vacuum in it would prove nothing.)"""
+    assert all(streamed.replaced_within_retention.values()), (
+        "within the retention, replaced files stay",
+        streamed.replaced_within_retention,
     )
-    batches = [kafka_records(spark, events[i : i + 30], i) for i in range(0, 90, 30)]
-    out = SpeedOutputs.live()
-    kept_on_disk = {}
-    for hours in (0, 168):
-        root = local_settings.storage.model_copy(update={"root": str(tmp_path / f"after-{hours}")})
-        speed = local_settings.speed.model_copy(
-            update={
-                "compact_every_batches": 1,
-                "vacuum_every_batches": 1,
-                "vacuum_after_hours": hours,
-            }
-        )
-        settings = local_settings.model_copy(update={"storage": root, "speed": speed})
-        checkpoint = query_checkpoint(tmp_path / f"checkpoint-{hours}", "query-5")
-        processor = MicroBatchProcessor(settings, out, str(checkpoint), lambda: {})
-        for batch_id, batch in enumerate(batches):
-            processor(batch, batch_id)
-        kept_on_disk[hours] = {
-            name: replaced_files(spark, path)
-            for name in ("silver", "counts", "active_users", "sessions")
-            for path in [getattr(out, name).path(settings)]
-        }
-    assert all(kept_on_disk[168].values()), "within the retention, replaced files stay"
-    assert kept_on_disk[0] == {name: set() for name in kept_on_disk[0]}
+    assert streamed.replaced_after_zero == {name: set() for name in REPLACING}
 
 
 def test_a_batch_retried_after_a_week_s_stop_reads_silver_as_it_was(
-    spark, local_settings, tmp_path
+    spark, streamed: Streamed, tmp_path
 ) -> None:
     """A batch reads silver as the previous batch left it. When the batch failed after its
     silver append (a write beside it failed, or the process was killed) and the stream then
     stayed stopped for over a week, that version is no longer silver's latest and is more than
     the table's deletedFileRetentionDuration (7 days) old: Delta 4 refuses by default to read
-    it, and the stream could never start again."""
+    it, and the stream could never start again. Batches 0 and 1 are the module's stream's,
+    in a copy of what they left."""
     from dataclasses import replace
-    from datetime import UTC, timedelta
 
-    from lakehouse.generator.clickstream import generate_events
-
-    events = list(
-        generate_events(90, seed=4, start=datetime.now(UTC) - timedelta(minutes=30), users=4)
-    )
-    batches = [kafka_records(spark, events[i : i + 30], i) for i in range(0, 90, 30)]
+    settings = moved_to(streamed.plain, copied(streamed.plain_folder, tmp_path / "copy"))
     out = SpeedOutputs.live()
-    checkpoint = str(query_checkpoint(tmp_path / "checkpoint", "query-6"))
-    processor = MicroBatchProcessor(local_settings, out, checkpoint, lambda: {})
-    for batch_id in (0, 1):
-        processor(batches[batch_id], batch_id)
+    checkpoint = str(Path(settings.storage.checkpoints) / "query")
+    batch = streamed.batches[2]
     # Batch 2 fails after silver's append: its counts table is blocked by a file.
     blocked_out = replace(out, counts=replace(out.counts, name="tests.blocked_counts"))
-    blocked = Path(blocked_out.counts.path(local_settings))
+    blocked = Path(blocked_out.counts.path(settings))
     blocked.parent.mkdir(parents=True, exist_ok=True)
     blocked.write_text("a file where the table's folder should be")
     with pytest.raises(Exception, match="blocked_counts"):
-        MicroBatchProcessor(local_settings, blocked_out, checkpoint, lambda: {})(batches[2], 2)
-    assert processor._committed is not None
-    left = processor._committed[2].silver_version
-    assert left is not None and left < table_version(spark, out.silver, local_settings)
+        MicroBatchProcessor(settings, blocked_out, checkpoint, lambda: {})(batch, 2)
+    assert streamed.committed is not None
+    left = streamed.committed[2].silver_version
+    assert left is not None and left < table_version(spark, out.silver, settings)
     for name in ("raw", "quarantine", "silver", "active_users", "sessions", "late", "progress"):
-        target = getattr(out, name).path(local_settings)
+        target = getattr(out, name).path(settings)
         if Path(target).exists():
             age_commits(target, days=8)
     blocked.unlink()
 
-    MicroBatchProcessor(local_settings, blocked_out, checkpoint, lambda: {})(batches[2], 2)
+    MicroBatchProcessor(settings, blocked_out, checkpoint, lambda: {})(batch, 2)
 
-    silver = read_table(spark, out.silver, local_settings).select("event_id").collect()
-    assert sorted(r["event_id"] for r in silver) == sorted(e["event_id"] for _, e in events)
+    silver = read_table(spark, out.silver, settings).select("event_id").collect()
+    assert sorted(r["event_id"] for r in silver) == sorted(streamed.event_ids)
