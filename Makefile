@@ -8,6 +8,10 @@ PY      := .venv/bin/python
 RECORD  := .state/started-by-test
 # The tests' own services: own ports and state folder, beside any `make up` started.
 TEST_ENV := $(PY) -m infra.test_env
+# Test workers, each with its own Spark driver; a module runs whole on one of them, and the
+# modules that use Airflow one after another (tests/conftest.py). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+PYTEST  := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: help setup up down status airflow demo generate speed batch query compare test test-fast test-up test-down clean-bench compose-env lint typecheck lock
 
@@ -53,7 +57,7 @@ test: setup  ## lint, types and every test against services of its own (ports +1
 	$(TEST_ENV) $(PY) -m infra.services up --record $(RECORD) & services=$$!; \
 	$(MAKE) --no-print-directory lint typecheck || status=$$?; \
 	wait $$services || status=$$?; \
-	if [ $$status -eq 0 ]; then $(PY) -m pytest || status=$$?; fi; \
+	if [ $$status -eq 0 ]; then $(PYTEST) || status=$$?; fi; \
 	$(TEST_ENV) $(PY) -m infra.services down --only-recorded $(RECORD) || true; \
 	exit $$status
 
@@ -64,7 +68,7 @@ test-down:  ## stop the tests' own services
 	@if [ -x $(PY) ]; then $(TEST_ENV) $(PY) -m infra.services down; else echo "nothing installed yet"; fi
 
 test-fast: setup  ## the inner loop: every test that needs no service (unit, DAG files, infra)
-	@$(PY) -m pytest tests/unit tests/dags tests/infra
+	@$(PYTEST) tests/unit tests/dags tests/infra
 
 clean-bench: setup  ## delete the benchmarks' Kafka topics and lakehouses (needs `make up`; bench/results stays)
 	@$(PY) -m bench.clean
