@@ -9,9 +9,9 @@ RECORD  := .state/started-by-test
 # The tests' own services: own ports and state folder, beside any `make up` started.
 TEST_ENV := $(PY) -m infra.test_env
 # Test workers, each with its own Spark driver; a module runs whole on one of them, and the
-# modules that use Airflow one after another (tests/conftest.py). TEST_WORKERS=0: one process.
+# modules that use Airflow one after another (tests/scheduling.py). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
-PYTEST  := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+PYTEST  := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 .PHONY: help setup up down status airflow demo generate speed batch query compare test test-fast test-up test-down clean-bench compose-env lint typecheck lock
 

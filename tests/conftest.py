@@ -30,24 +30,10 @@ RUN_ID = uuid.uuid4().hex[:8]
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-# The group of the modules that run DAGs in the one test Airflow: they pause, trigger and
-# read its runs, and its tasks write the test state's lakehouse, so they run one at a time.
-AIRFLOW_GROUP = "airflow"
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Integration tests are marked as such. Under `pytest -n N --dist loadgroup` (make test)
-    a module runs whole on one worker, so its module fixtures are built once: its group is
-    the one it declares (modules sharing a fixture built once per run, such as
-    tests/integration/streamed_day.py), AIRFLOW_GROUP if any of its tests uses Airflow, or
-    else its own path."""
-    uses_airflow = {item.path for item in items if "airflow_up" in item.fixturenames}
     for item in items:
         if "/integration/" in str(item.path):
             item.add_marker(pytest.mark.integration)
-        if item.get_closest_marker("xdist_group") is None:
-            group = AIRFLOW_GROUP if item.path in uses_airflow else str(item.path)
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _settings(profile: str, **overrides: str) -> Settings:

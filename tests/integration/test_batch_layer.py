@@ -40,9 +40,6 @@ from tests.jobs_in_process import Ran, RunJob
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-# Built on the day streamed once per run: on the worker that streamed it.
-pytestmark = pytest.mark.xdist_group("streamed_day")
-
 HOUR = timedelta(hours=1)
 
 

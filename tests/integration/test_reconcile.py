@@ -46,9 +46,6 @@ from tests.jobs_in_process import Ran, RunJob
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Built on the day streamed once per run: on the worker that streamed it.
-pytestmark = pytest.mark.xdist_group("streamed_day")
-
 
 class Lake:
     """The day streamed and recomputed (the copy "daily", which stays as it is); copies of it

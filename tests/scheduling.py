@@ -1,0 +1,81 @@
+"""How `pytest -n N --dist loadscope` (make test) shares the suite among its workers: a module
+runs whole on one worker, so its module fixtures are built once; the modules that run DAGs in
+the one test Airflow run one after another on the same worker (they pause, trigger and read
+its runs, and its tasks write the test state's lakehouse); so do the modules that share a
+fixture built once per run. The largest groups start first.
+
+The controller schedules by test id alone (it collects nothing), so the groups are named here
+by module path, and each worker checks at collection that every module is where its fixtures
+say it must be: a new DAG test module that uses Airflow outside the group fails the run.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from xdist.scheduler import LoadScopeScheduling
+
+AIRFLOW = "airflow"
+# Modules that build on a lakehouse built once per test run, and the group they share.
+SHARED_FIXTURE_GROUPS = {
+    "tests/integration/test_batch_layer.py": "streamed_day",
+    "tests/integration/test_reconcile.py": "streamed_day",
+}
+
+
+def uses_airflow(module: str) -> bool:
+    """By name: tests/integration/test_airflow_*.py, test_*_dag.py and test_loopback_only.py
+    (which checks every service, Airflow included, listens on loopback only)."""
+    name = PurePosixPath(module).name
+    return module.startswith("tests/integration/") and (
+        name.startswith("test_airflow_")
+        or name.endswith("_dag.py")
+        or name == "test_loopback_only.py"
+    )
+
+
+def group_of(nodeid: str) -> str:
+    """The work unit a test belongs to: its module's group, or its module."""
+    module = nodeid.split("::", 1)[0]
+    if uses_airflow(module):
+        return AIRFLOW
+    return SHARED_FIXTURE_GROUPS.get(module, module)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return ByGroup(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    modules: dict[str, set[str]] = {}  # module -> the groups its fixtures call for
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        needs = modules.setdefault(module, set())
+        if "airflow_up" in item.fixturenames:
+            needs.add(AIRFLOW)
+        if hasattr(getattr(item, "module", None), "streamed_day"):
+            needs.add("streamed_day")
+    wrong = sorted(
+        module
+        for module, needs in modules.items()
+        if len(needs) > 1 or needs != ({group_of(module)} & {AIRFLOW, "streamed_day"})
+    )
+    if wrong:
+        raise pytest.UsageError(
+            "tests/scheduling.py puts these modules in the wrong worker group (a module that "
+            "uses Airflow must be in the airflow group, and only those; one that uses "
+            f"tests/integration/streamed_day.py in the streamed_day group): {', '.join(wrong)}"
+        )
