@@ -2,7 +2,8 @@
 runs whole on one worker, so its module fixtures are built once; the modules that run DAGs in
 the one test Airflow run one after another on the same worker (they pause, trigger and read
 its runs, and its tasks write the test state's lakehouse); so do the modules that share a
-fixture built once per run. The largest groups start first.
+fixture built once per run. The integration groups start first, the largest (in tests) first,
+and the many small unit modules fill in the end: the workers finish close together.
 
 The controller schedules by test id alone (it collects nothing), so the groups are named here
 by module path, and each worker checks at collection that every module is where its fixtures
@@ -11,6 +12,7 @@ say it must be: a new DAG test module that uses Airflow outside the group fails 
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +54,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeSch
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False  # the workers collect in our order (below)
+
     class ByGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return group_of(nodeid)
@@ -59,7 +63,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeSch
     return ByGroup(config, log)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    check_groups(items)
+    if hasattr(config, "workerinput"):  # a worker: the controller schedules in this order
+        sizes = Counter(group_of(item.nodeid) for item in items)
+
+        def rank(item: pytest.Item) -> tuple[bool, int, str]:
+            group = group_of(item.nodeid)
+            return ("/integration/" not in str(item.path), -sizes[group], group)
+
+        items.sort(key=rank)
+
+
+def check_groups(items: list[pytest.Item]) -> None:
     modules: dict[str, set[str]] = {}  # module -> the groups its fixtures call for
     for item in items:
         module = item.nodeid.split("::", 1)[0]
