@@ -45,3 +45,19 @@ def age_commits(table_path: str, days: float) -> None:
 def commits(table_path: str) -> int:
     """Commits of a local Delta table so far: one JSON file in its log per commit."""
     return len(list(Path(table_path, "_delta_log").glob("*.json")))
+
+
+# Columns that record when something happened, or in which run: they differ between any two
+# runs over the same log, what the other columns say may not.
+WALL_CLOCK = {
+    "ingested_at",
+    "quarantined_at",
+    "processed_at",
+    "duration_seconds",
+    "rows_per_second",
+    "freshness_seconds",
+    "step_seconds",
+    "kafka_lag",
+    "total_lag",
+    "app_id",
+}

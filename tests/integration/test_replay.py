@@ -43,7 +43,7 @@ from lakehouse.speed.micro_batch import MicroBatchProcessor, SpeedOutputs
 from lakehouse.speed.stream import start_query
 from lakehouse.transforms.views import VIEWS
 from tests.conftest import new_topic
-from tests.delta_files import commits
+from tests.delta_files import WALL_CLOCK, commits
 from tests.jobs_in_process import Ran, RunJob
 
 if TYPE_CHECKING:
@@ -619,22 +619,6 @@ def _wait_for(check: Any, timeout: float, what: str) -> None:
     while not check():
         assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
         time.sleep(1)
-
-
-# Columns that record when something happened, or in which run: they differ between any two
-# runs over the same log, what the other columns say may not.
-WALL_CLOCK = {
-    "ingested_at",
-    "quarantined_at",
-    "processed_at",
-    "duration_seconds",
-    "rows_per_second",
-    "freshness_seconds",
-    "step_seconds",
-    "kafka_lag",
-    "total_lag",
-    "app_id",
-}
 
 
 def _rows(spark: SparkSession, path: str) -> list[tuple[str, ...]]:

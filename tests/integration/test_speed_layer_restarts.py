@@ -22,7 +22,7 @@ from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, pr
 from lakehouse.speed.micro_batch import SpeedOutputs
 from lakehouse.speed.stream import start_query
 from tests.conftest import new_topic
-from tests.delta_files import commits
+from tests.delta_files import WALL_CLOCK, commits
 from tests.jobs_in_process import RunJob
 
 if TYPE_CHECKING:
@@ -30,20 +30,8 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).parents[2]
 OUT = SpeedOutputs.live()
-# Columns that record when something happened, not what: they differ between any two runs.
-WALL_CLOCK = {
-    "ingested_at",
-    "quarantined_at",
-    "processed_at",
-    "duration_seconds",
-    "rows_per_second",
-    "freshness_seconds",
-    "step_seconds",
-    "kafka_lag",
-    "total_lag",
-    "app_id",
-    "silver_version",
-}
+# And the silver version a batch pinned: it differs between any two runs too.
+RUN_COLUMNS = WALL_CLOCK | {"silver_version"}
 
 
 def job_env(tmp: Path, topic: str) -> dict[str, str]:
@@ -110,7 +98,7 @@ def snapshot(spark: SparkSession, settings: Settings) -> dict[str, list[tuple[ob
         "progress",
     ):
         df = spark.read.format("delta").load(getattr(OUT, name).path(settings))
-        kept = [c for c in df.columns if c not in WALL_CLOCK]
+        kept = [c for c in df.columns if c not in RUN_COLUMNS]
         tables[name] = sorted(tuple(str(v) for v in row) for row in df.select(*kept).collect())
     return tables
 
