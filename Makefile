@@ -12,6 +12,8 @@ TEST_ENV := $(PY) -m infra.test_env
 # modules that use Airflow one after another (tests/scheduling.py). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 PYTEST  := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
+LINT    := .venv/bin/ruff check . && .venv/bin/ruff format --check .
+TYPES   := .venv/bin/mypy
 
 .PHONY: help setup up down status airflow demo generate speed batch query compare test test-fast test-up test-down clean-bench compose-env lint typecheck lock
 
@@ -55,7 +57,7 @@ test: setup  ## lint, types and every test against services of its own (ports +1
 	@mkdir -p .state && rm -f $(RECORD)
 	@status=0; \
 	$(TEST_ENV) $(PY) -m infra.services up --record $(RECORD) & services=$$!; \
-	$(MAKE) --no-print-directory lint typecheck || status=$$?; \
+	{ $(LINT) && $(TYPES); } || status=$$?; \
 	wait $$services || status=$$?; \
 	if [ $$status -eq 0 ]; then $(PYTEST) || status=$$?; fi; \
 	$(TEST_ENV) $(PY) -m infra.services down --only-recorded $(RECORD) || true; \
@@ -77,10 +79,10 @@ compose-env:  ## write the generated secrets for `docker compose --env-file` (se
 	@python3 -c 'import sys; sys.path.insert(0, "."); from lakehouse.core.secrets import write_compose_env; print("wrote", write_compose_env())'
 
 lint: setup  ## ruff lint and format check
-	@.venv/bin/ruff check . && .venv/bin/ruff format --check .
+	@$(LINT)
 
 typecheck: setup  ## mypy on lakehouse/, jobs/ and infra/
-	@.venv/bin/mypy
+	@$(TYPES)
 
 lock:  ## recompile infra/python/requirements.lock from pyproject.toml
 	@.venv/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11 \

@@ -10,6 +10,7 @@ same machine reuses them and a changed pin rebuilds them. Each step prints what 
 
 from __future__ import annotations
 
+import csv
 import fcntl
 import os
 import re
@@ -187,40 +188,16 @@ def setup_venv() -> Path:
             "run the bootstrap with python3.11"
         )
     with cache_lock("venv"):
-        if complete(folder):
-            info("cached")
+        if not complete(folder):
+            build_venv(folder, uv_cache=True)
+        elif missing := missing_venv_files(folder):
+            info(
+                f"{len(missing)} files of the cached venv are gone (first: {missing[0]}); "
+                "rebuilding it, without uv's cache in case the loss came from there"
+            )
+            build_venv(folder, uv_cache=False)
         else:
-            # A venv must live at its final path (scripts hard-code it), so no .partial here.
-            shutil.rmtree(folder, ignore_errors=True)
-            run([sys.executable, "-m", "venv", str(folder)], what="creating the venv")
-            python = str(folder / "bin" / "python")
-            run(
-                [
-                    python,
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    f"uv=={UV_VERSION}",
-                ],
-                what="installing uv",
-            )
-            run(
-                [
-                    str(folder / "bin" / "uv"),
-                    "pip",
-                    "install",
-                    "--python",
-                    python,
-                    "--require-hashes",
-                    "-r",
-                    str(LOCKFILE),
-                ],
-                what="installing the pinned Python packages",
-                env={**os.environ, "UV_CACHE_DIR": str(cache_dir() / "uv")},
-            )
-            (folder / ".complete").write_text("ok\n")
+            info("cached")
     install_command(folder)
     link = REPO_ROOT / ".venv"
     if link.is_symlink() or not link.exists():
@@ -228,6 +205,52 @@ def setup_venv() -> Path:
             link.unlink()
         link.symlink_to(folder)
     return folder
+
+
+def build_venv(folder: Path, uv_cache: bool) -> None:
+    # A venv must live at its final path (scripts hard-code it), so no .partial here.
+    shutil.rmtree(folder, ignore_errors=True)
+    run([sys.executable, "-m", "venv", str(folder)], what="creating the venv")
+    python = str(folder / "bin" / "python")
+    run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            f"uv=={UV_VERSION}",
+        ],
+        what="installing uv",
+    )
+    run(
+        [str(folder / "bin" / "uv"), "pip", "install", "--python", python, "--require-hashes"]
+        + ([] if uv_cache else ["--no-cache"])
+        + ["-r", str(LOCKFILE)],
+        what="installing the pinned Python packages",
+        env={**os.environ, "UV_CACHE_DIR": str(cache_dir() / "uv")},
+    )
+    if missing := missing_venv_files(folder):
+        raise SetupError(
+            f"the new venv lacks {len(missing)} files its packages list (first: {missing[0]}); "
+            f"check the disk, then delete {folder} and run `make setup` again"
+        )
+    (folder / ".complete").write_text("ok\n")
+
+
+def missing_venv_files(folder: Path) -> list[str]:
+    """Files the installed packages' RECORDs list that are not on disk. A cache copied or
+    cleaned in part leaves a venv that looks complete and fails on its first import.
+    Bytecode is left out: it is rebuilt on import."""
+    missing = []
+    for site in folder.glob("lib/python3.11/site-packages"):
+        for record in sorted(site.glob("*.dist-info/RECORD")):
+            with record.open(newline="") as rows:
+                for row in csv.reader(rows):
+                    if row and not row[0].endswith(".pyc") and not (site / row[0]).exists():
+                        missing.append(row[0])
+    return missing
 
 
 def install_command(venv: Path) -> None:
