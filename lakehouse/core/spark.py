@@ -8,6 +8,7 @@ network.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse.core.config import Settings, get_settings
-from lakehouse.core.paths import REPO_ROOT, spark_jars_dir, state_dir
+from lakehouse.core.paths import REPO_ROOT, cache_dir, fingerprint, spark_jars_dir, state_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -31,8 +32,11 @@ class SparkSetupError(Exception):
     """Spark cannot start here; the message says what to do."""
 
 
-def spark_conf(settings: Settings, jars_dir: Path | None = None) -> dict[str, str]:
-    """Every Spark setting we use, as plain strings (pure, so it can be tested without a JVM)."""
+def spark_conf(
+    settings: Settings, jars_dir: Path | None = None, java_options: str = ""
+) -> dict[str, str]:
+    """Every Spark setting we use, as plain strings (pure, so it can be tested without a JVM).
+    `java_options` go to the driver's JVM too (driver_java_options)."""
     jars = sorted((jars_dir or spark_jars_dir()).glob("*.jar"))
     conf = {
         "spark.master": settings.spark.master,
@@ -63,8 +67,8 @@ def spark_conf(settings: Settings, jars_dir: Path | None = None) -> dict[str, st
         # The parallel collector: Spark's row-at-a-time work pays G1's write barriers on
         # every object.
         "spark.driver.extraJavaOptions": (
-            f"-XX:+UseParallelGC -Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
-        ),
+            f"-XX:+UseParallelGC -Dlog4j2.configurationFile=file:{LOG4J_CONFIG} {java_options}"
+        ).strip(),
     }
     if settings.spark.master.startswith("local"):
         # Nothing outside this machine needs to reach a local driver: keep it on loopback.
@@ -108,13 +112,18 @@ def get_spark(
     app_name: str,
     settings: Settings | None = None,
     overrides: Mapping[str, str] | None = None,
+    java_options: str | None = None,
 ) -> SparkSession:
-    """Start (or return the running) SparkSession for this process."""
+    """Start (or return the running) SparkSession for this process. `java_options`: the
+    driver JVM's class-archive options (driver_java_options); by default, those that use the
+    archive `make setup` made."""
     settings = settings or get_settings()
     jars_dir = spark_jars_dir()
     if not (jars_dir / ".complete").exists():
         raise SparkSetupError(f"Spark jars are missing from {jars_dir}: run `make setup`")
     _ensure_java()
+    if java_options is None:
+        java_options = driver_java_options(class_archive(jars_dir))
     _check_master(settings.spark.master)
     if settings.spark.master.startswith("local"):
         # Spark's web UI binds to SPARK_LOCAL_IP, or to every interface without it.
@@ -123,7 +132,8 @@ def get_spark(
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"tributary-{app_name}")
-    for key, value in {**spark_conf(settings, jars_dir), **(overrides or {})}.items():
+    conf = spark_conf(settings, jars_dir, java_options)
+    for key, value in {**conf, **(overrides or {})}.items():
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()
@@ -192,6 +202,30 @@ def _quiet_query_errors() -> None:
 
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def class_archive(jars_dir: Path) -> Path:
+    """Where `make setup` keeps the driver's class archive (the JDK's class data sharing): the
+    classes a Spark and Delta job loads, mapped from one file instead of read from the jars and
+    verified again by every driver JVM that starts. Named by what it was made from: the JDK,
+    the pyspark jars (the JVM's class path) and ours."""
+    import pyspark
+
+    java = Path(os.environ["JAVA_HOME"], "bin", "java") if "JAVA_HOME" in os.environ else None
+    java = java or Path(shutil.which("java") or "java")
+    made_from = f"{os.path.realpath(java)}|{Path(pyspark.__file__).parent}|{jars_dir.name}"
+    return cache_dir() / "jvm" / f"spark-classes-{fingerprint(extra=made_from)}.jsa"
+
+
+def driver_java_options(archive: Path, dump: bool = False) -> str:
+    """The JVM options that use the class archive when it exists, or (`dump`) write it when
+    the JVM exits. A JVM that cannot use an archive (another JDK build, another class path)
+    runs without it; its log lines about that are off, as are the hundreds a dump writes
+    about classes it leaves out."""
+    quiet = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+    if dump:
+        return f"-XX:ArchiveClassesAtExit={archive} {quiet}"
+    return f"-XX:SharedArchiveFile={archive} {quiet}" if archive.exists() else ""
 
 
 def _ensure_java() -> None:

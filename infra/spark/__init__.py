@@ -1,0 +1,1 @@
+"""The Spark driver's files that are not Python: its log4j configuration, its class archive."""
