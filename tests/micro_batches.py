@@ -7,6 +7,8 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from lakehouse.core.frames import rows_frame
+
 
 def query_checkpoint(folder: Path, query_id: str) -> Path:
     """A streaming checkpoint folder holding only its query id: all the processor reads."""
@@ -17,7 +19,8 @@ def query_checkpoint(folder: Path, query_id: str) -> Path:
 
 def kafka_records(spark, events: list[tuple[str, dict]], first_offset: int):
     """(key, event) pairs as records of partition 0 of the `events` topic, from `first_offset`."""
-    return spark.createDataFrame(
+    return rows_frame(
+        spark,
         [
             (
                 key.encode(),

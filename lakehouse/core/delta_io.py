@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.config import Settings
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.spark import HOW_TO_RUN
 from lakehouse.core.tables import Table
 from lakehouse.core.times import from_micros
@@ -92,7 +93,7 @@ def small_frame(spark: SparkSession, rows: list[Any], table: Table) -> DataFrame
     as one partition. Spark slices local rows across the
     cores, and a write of a slice without rows leaves an empty file that no commit adds
     (Delta 4.4): one per progress row, every micro-batch, until a vacuum lists the folder."""
-    return spark.createDataFrame(rows, table.spark_schema()).coalesce(1)
+    return rows_frame(spark, rows, table.spark_schema()).coalesce(1)
 
 
 class SchemaMismatchError(Exception):

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import overwrite_where, small_frame
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import RECONCILE, table
 from lakehouse.reconcile.compare import OPEN
 from lakehouse.reconcile.gate import GateVerdict, describe_window
@@ -81,7 +82,7 @@ def write_records(
     windows = (
         reduce(lambda a, b: a.unionByName(b), parts)
         if parts
-        else spark.createDataFrame([], WINDOWS.spark_schema())
+        else rows_frame(spark, [], WINDOWS.spark_schema())
     )
     overwrite_where(windows, WINDOWS, settings, RECONCILE, this_run)
     overwrite_where(run_rows(spark, run, verdict, report_path), RUNS, settings, RECONCILE, this_run)

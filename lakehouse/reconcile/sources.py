@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, read_table_at, table_exists
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import Table, table
 from lakehouse.core.times import EPOCH, from_micros, to_micros
 from lakehouse.reconcile.compare import ROWS_FROM, ROWS_TO, Missing, Range
@@ -382,7 +383,7 @@ def _unread_late_events(
         claimed = merge_ranges([*claimed, (run.coverage.start, run.coverage.end)])
     if not owned:
         owned = [(0, 0, 0)]  # no rows owned: nothing can be missing from them
-    owners = spark.createDataFrame(owned, "_from long, _to long, _high_water long")
+    owners = rows_frame(spark, owned, "_from long, _to long, _high_water long")
     time = F.unix_micros("event_time")
     reads = time >= F.col("_from") - F.lit(v.lookback_seconds * 1_000_000)
     if v.lookahead_seconds is not None:

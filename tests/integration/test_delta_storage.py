@@ -9,6 +9,7 @@ import pytest
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import delta_rs_location, read_table
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import Table
 from tests.jobs_in_process import RunJob
 
@@ -27,7 +28,7 @@ PROBE = Table(
 def write_and_check(spark: SparkSession, settings: Settings) -> None:
     from deltalake import DeltaTable
 
-    frame = spark.createDataFrame(ROWS, "id long, user_id string, amount double")
+    frame = rows_frame(spark, ROWS, "id long, user_id string, amount double")
     frame.write.format("delta").mode("overwrite").save(PROBE.path(settings))
     frame.where("id < 100").write.format("delta").mode("append").save(PROBE.path(settings))
 

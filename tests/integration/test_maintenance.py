@@ -18,6 +18,7 @@ from delta.tables import DeltaTable
 
 from jobs.contract import Exit
 from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.tables import REPLAY, Table, table
 from lakehouse.ops.maintenance import maintain, tables_to_maintain
@@ -37,7 +38,7 @@ SMALL = COMPACT_AT
 
 def append_rows(spark: SparkSession, t: Table, settings: Settings, commits: int) -> None:
     for i in range(commits):
-        row = spark.createDataFrame([(i, f"row {i}")], "n long, note string").coalesce(1)
+        row = rows_frame(spark, [(i, f"row {i}")], "n long, note string").coalesce(1)
         row.write.format("delta").mode("append").save(t.path(settings))
 
 

@@ -18,6 +18,7 @@ import pytest
 from jobs.contract import Exit
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import table
 from lakehouse.quality.runs import QualityOutcome, QualityRequest, Validated, record
 from lakehouse.quality.suites import Suite
@@ -79,7 +80,7 @@ def lakehouse(tmp: Path) -> Settings:
 
 def write(spark: SparkSession, settings: Settings, name: str, schema: str, *rows: tuple) -> None:
     target = table(name)
-    writer = spark.createDataFrame(list(rows), schema).write.format("delta").mode("append")
+    writer = rows_frame(spark, list(rows), schema).write.format("delta").mode("append")
     writer.partitionBy(*target.partition_by).save(target.path(settings))
 
 
@@ -170,7 +171,8 @@ def test_a_rerun_of_a_run_id_writes_nothing_twice(spark: SparkSession, tmp_path:
     settings = lakehouse(tmp_path)
     request = QualityRequest(("bronze.events_raw",), ARRIVED, ARRIVED + HOUR, "it-rerun", None)
     result = SuiteResult(Suite("bronze.events_raw", ()), ())
-    routed = spark.createDataFrame(
+    routed = rows_frame(
+        spark,
         [("it-rerun", "bronze.events_raw", 0, "{}", ["dq:x"], "dq:x")],
         "run_id string, table_name string, table_version long, row string, "
         "reasons array<string>, reason string",

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from lakehouse.batch.recompute import Interval, IntervalError
+from lakehouse.core.frames import rows_frame
 
 NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
 
@@ -66,8 +67,8 @@ def test_times_tributary_does_not_handle_are_refused(start: datetime, end: datet
 
 def test_condition_is_half_open(spark) -> None:
     interval = Interval.checked(at(10), at(11), NOW)
-    df = spark.createDataFrame(
-        [(at(9, 59, 59),), (at(10),), (at(10, 59, 59),), (at(11),)], "t timestamp"
+    df = rows_frame(
+        spark, [(at(9, 59, 59),), (at(10),), (at(10, 59, 59),), (at(11),)], "t timestamp"
     )
     inside = df.where(interval.condition("t")).selectExpr("date_format(t, 'HH:mm:ss') AS t")
     assert [r["t"] for r in inside.collect()] == ["10:00:00", "10:59:59"]

@@ -20,6 +20,7 @@ from lakehouse.core.delta_io import (
     small_frame,
     vacuum_replaced_files,
 )
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import table
 from tests.delta_files import age_commits, files_in_use, files_on_disk, replaced_files
 from tests.lakehouses import copied, local_lakehouse
@@ -73,8 +74,10 @@ HOURLY = replace(
 
 
 def window_rows(spark, *rows: tuple[str, int]):
-    return spark.createDataFrame(
-        [(datetime.fromisoformat(t), n) for t, n in rows], "window_start timestamp, events long"
+    return rows_frame(
+        spark,
+        [(datetime.fromisoformat(t), n) for t, n in rows],
+        "window_start timestamp, events long",
     )
 
 

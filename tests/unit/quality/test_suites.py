@@ -12,6 +12,7 @@ from typing import Any
 import great_expectations.expectations as gxe
 import pytest
 
+from lakehouse.core.frames import rows_frame
 from lakehouse.quality.suites import (
     Action,
     Check,
@@ -148,7 +149,7 @@ def validate(df, suite: Suite, **kwargs: Any) -> SuiteResult:
 
 
 def run(spark, suite: Suite, schema: str, *rows: tuple, **kwargs: Any) -> SuiteResult:
-    return validate(spark.createDataFrame(list(rows), schema), suite, **kwargs)
+    return validate(rows_frame(spark, list(rows), schema), suite, **kwargs)
 
 
 def broken(result: SuiteResult) -> dict[str, tuple[Action, int | None]]:
@@ -181,7 +182,7 @@ def test_a_clean_table_passes(spark, suite, schema, rows) -> None:
 
 
 def test_a_null_key_is_routed_to_quarantine_and_the_rest_kept(spark) -> None:
-    df = spark.createDataFrame([silver(0), silver(1, user_id=None), silver(2)], SILVER)
+    df = rows_frame(spark, [silver(0), silver(1, user_id=None), silver(2)], SILVER)
     result = validate(df, silver_events_suite(BOUNDS))
     assert broken(result) == {"user_id_not_null": (Action.QUARANTINE, 1)}
     assert result.verdict is Verdict.WARNED, "routing rows away does not fail the run"
@@ -204,7 +205,7 @@ def test_a_duplicate_event_id_fails_the_run(spark) -> None:
 
 
 def test_a_negative_purchase_amount_is_quarantined(spark) -> None:
-    df = spark.createDataFrame([silver(0), silver(1, amount=Decimal("-5.00"))], SILVER)
+    df = rows_frame(spark, [silver(0), silver(1, amount=Decimal("-5.00"))], SILVER)
     result = validate(df, silver_events_suite(BOUNDS))
     assert broken(result) == {"amount_not_negative": (Action.QUARANTINE, 1)}
     assert result.check_result("amount_not_negative").examples == (Decimal("-5.00"),)
@@ -214,7 +215,7 @@ def test_a_negative_purchase_amount_is_quarantined(spark) -> None:
 
 
 def test_a_purchase_without_amount_is_quarantined_other_types_need_none(spark) -> None:
-    df = spark.createDataFrame([silver(0), silver(1, amount=None)], SILVER)
+    df = rows_frame(spark, [silver(0), silver(1, amount=None)], SILVER)
     result = validate(df, silver_events_suite(BOUNDS))
     assert broken(result) == {"purchase_amount_not_null": (Action.QUARANTINE, 1)}
     assert [r["event_id"] for r in quarantine_rows(df, result).collect()] == ["e-1"]
@@ -222,7 +223,7 @@ def test_a_purchase_without_amount_is_quarantined_other_types_need_none(spark) -
 
 @pytest.mark.parametrize("offset", [timedelta(days=-2), timedelta(hours=2)], ids=["early", "late"])
 def test_an_out_of_bounds_event_time_is_quarantined(spark, offset) -> None:
-    df = spark.createDataFrame([silver(0), silver(1, event_time=T + offset)], SILVER)
+    df = rows_frame(spark, [silver(0), silver(1, event_time=T + offset)], SILVER)
     result = validate(df, silver_events_suite(BOUNDS))
     assert broken(result)["event_time_within_bounds"] == (Action.QUARANTINE, 1)
     [row] = quarantine_rows(df, result).collect()
@@ -232,7 +233,7 @@ def test_an_out_of_bounds_event_time_is_quarantined(spark, offset) -> None:
 
 def test_a_row_breaking_two_rules_is_routed_once_with_both_reasons(spark) -> None:
     bad = silver(1, user_id=None, amount=Decimal("-1.00"))
-    df = spark.createDataFrame([silver(0), bad], SILVER)
+    df = rows_frame(spark, [silver(0), bad], SILVER)
     result = validate(df, silver_events_suite(BOUNDS), examples=0)
     [row] = quarantine_rows(df, result).collect()
     assert row["reason"] == "dq:user_id_not_null; dq:amount_not_negative"
@@ -251,7 +252,7 @@ def test_a_producer_clock_behind_event_time_only_warns(spark) -> None:
     result = run(spark, silver_events_suite(BOUNDS), SILVER, early)
     assert broken(result) == {"sent_after_event_time": (Action.WARN, 1)}
     assert result.verdict is Verdict.WARNED
-    assert quarantine_rows(spark.createDataFrame([early], SILVER), result).count() == 0
+    assert quarantine_rows(rows_frame(spark, [early], SILVER), result).count() == 0
 
 
 # --- bronze ---------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from lakehouse.core.frames import rows_frame
 from lakehouse.transforms.views import VIEWS
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class Events:
             arrived = at(rest[2]) if len(rest) > 2 else at(clock)
             self.made += 1
             full.append((f"e{self.made}", kind, user, page, amount, at(clock), arrived))
-        return self.spark.createDataFrame(full, EVENT_SCHEMA)
+        return rows_frame(self.spark, full, EVENT_SCHEMA)
 
     def view(self, name: str, *rows: tuple[Any, ...]) -> DataFrame:
         """The view's rows computed from these events."""

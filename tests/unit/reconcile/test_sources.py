@@ -9,6 +9,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import Table, table
 from lakehouse.core.times import EPOCH
 from lakehouse.reconcile.sources import (
@@ -50,7 +51,7 @@ def batch_run(spark: Any, start: str, end: str, read_until: str, finished: str) 
         "finished_at": at(finished),
         "duration_seconds": 1.0,
     }
-    return spark.createDataFrame([row], table("ops.batch_runs").spark_schema())
+    return rows_frame(spark, [row], table("ops.batch_runs").spark_schema())
 
 
 def test_the_batch_misses_late_events_that_arrived_after_its_run_read_bronze(
@@ -97,7 +98,8 @@ def test_the_stream_is_final_up_to_its_watermark_minus_the_settle_time(
 
 def progress_row(spark: Any, watermark: Any, offsets: dict[int, int], silver: int) -> Any:
     micros = int((watermark - EPOCH) / timedelta(microseconds=1))
-    return spark.createDataFrame(
+    return rows_frame(
+        spark,
         [(watermark, micros, offsets, silver)],
         "processed_at timestamp, watermark_micros long, offsets map<int,long>, silver_version long",
     )
@@ -106,7 +108,7 @@ def progress_row(spark: Any, watermark: Any, offsets: dict[int, int], silver: in
 def in_log(df: Any, *offsets: int) -> Any:
     """The events at these offsets of partition 0, in order."""
     rows = [(r["event_id"], o) for r, o in zip(df.collect(), offsets, strict=True)]
-    where = df.sparkSession.createDataFrame(rows, "event_id string, kafka_offset long")
+    where = rows_frame(df.sparkSession, rows, "event_id string, kafka_offset long")
     return df.join(where, "event_id").withColumn("kafka_partition", F.lit(0))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from lakehouse.core.frames import rows_frame
 from lakehouse.serving.serve import Coverage, RunCoverage, coverage_of, merge_ranges
 
 HOUR = timedelta(hours=1)
@@ -71,13 +72,13 @@ def test_high_water_is_the_end_of_the_last_range() -> None:
 
 def test_contains_is_half_open_and_leaves_gaps_to_speed(spark) -> None:
     coverage = Coverage([(at(0), at(2)), (at(3), at(4))], 1)
-    df = spark.createDataFrame([(at(h),) for h in range(6)], "t timestamp")
+    df = rows_frame(spark, [(at(h),) for h in range(6)], "t timestamp")
     inside = df.where(coverage.contains("t")).selectExpr("hour(t) AS h")
     assert sorted(r["h"] for r in inside.collect()) == [0, 1, 3]
 
 
 def test_no_coverage_contains_nothing(spark) -> None:
-    df = spark.createDataFrame([(at(1),)], "t timestamp")
+    df = rows_frame(spark, [(at(1),)], "t timestamp")
     assert df.where(Coverage([], None).contains("t")).count() == 0
 
 

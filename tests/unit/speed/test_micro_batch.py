@@ -12,6 +12,7 @@ import pytest
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_once, read_table, table_version
+from lakehouse.core.frames import rows_frame
 from lakehouse.speed.micro_batch import (
     COMPACTED,
     VACUUMED,
@@ -35,7 +36,7 @@ def rows(spark, *events: tuple[str, str, int]):
         at = datetime.fromisoformat(t)
         return (eid, at, at.date(), 0, offset, at, at)
 
-    return spark.createDataFrame([row(*e) for e in events], SCHEMA)
+    return rows_frame(spark, [row(*e) for e in events], SCHEMA)
 
 
 def with_small_silver() -> SpeedOutputs:
@@ -217,9 +218,7 @@ def test_view_merges_never_read_files_the_watermark_has_left_behind(
         target.rename(path)
 
     accepted = (
-        spark.createDataFrame(
-            [json.dumps(event) for batch in batches for _, event in batch], "string"
-        )
+        rows_frame(spark, [json.dumps(event) for batch in batches for _, event in batch], "string")
         .select(
             F.from_json(
                 "value",

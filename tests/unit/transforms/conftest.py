@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from lakehouse.core.frames import rows_frame
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -51,6 +53,6 @@ def bronze(spark: SparkSession):
             )
             for offset, v in enumerate(values)
         ]
-        return spark.createDataFrame(rows, RAW_SCHEMA)
+        return rows_frame(spark, rows, RAW_SCHEMA)
 
     return build

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from lakehouse.core.frames import rows_frame
 from lakehouse.transforms.lateness import advance_watermark, late_events, on_time_events
 
 MICROS = 1_000_000
@@ -12,7 +13,8 @@ def micros(text: str) -> int:
 
 
 def test_events_before_the_watermark_are_late_and_the_rest_on_time(spark) -> None:
-    df = spark.createDataFrame(
+    df = rows_frame(
+        spark,
         [(datetime(2026, 3, 1, 9, 59, 59, tzinfo=UTC),), (datetime(2026, 3, 1, 10, tzinfo=UTC),)],
         "event_time timestamp",
     )
@@ -22,7 +24,7 @@ def test_events_before_the_watermark_are_late_and_the_rest_on_time(spark) -> Non
 
 
 def test_before_any_watermark_nothing_is_late(spark) -> None:
-    df = spark.createDataFrame([(datetime(2000, 1, 1, tzinfo=UTC),)], "event_time timestamp")
+    df = rows_frame(spark, [(datetime(2000, 1, 1, tzinfo=UTC),)], "event_time timestamp")
     assert late_events(df, None).count() == 0 and on_time_events(df, None).count() == 1
 
 

@@ -4,6 +4,7 @@ import random
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from lakehouse.core.frames import rows_frame
 from lakehouse.transforms.sessions import events_as_intervals, merge_sessions, sessionize
 
 SCHEMA = "user_id string, amount decimal(18,2), event_time timestamp"
@@ -28,7 +29,8 @@ def sessions_of(df):
 
 
 def test_thirty_minutes_of_silence_ends_a_session(spark) -> None:
-    df = spark.createDataFrame(
+    df = rows_frame(
+        spark,
         [
             ("u1", None, ts("10:00:00")),
             ("u1", Decimal("9.99"), ts("10:29:59")),  # 29:59 later: same session
@@ -45,7 +47,8 @@ def test_thirty_minutes_of_silence_ends_a_session(spark) -> None:
 
 
 def test_merging_known_sessions_with_new_events_equals_sessionizing_everything(spark) -> None:
-    everything = spark.createDataFrame(
+    everything = rows_frame(
+        spark,
         [("u1", None, ts(t)) for t in ("10:00", "10:20", "11:30", "11:50", "10:45", "11:10")],
         SCHEMA,
     )
@@ -83,7 +86,7 @@ def test_sessions_equal_a_plain_python_sessionization(spark) -> None:
                 session = []
             session.append((t, a))
         expected.append(_summary(user, session))
-    got = sessionize(spark.createDataFrame(rows, SCHEMA)).collect()
+    got = sessionize(rows_frame(spark, rows, SCHEMA)).collect()
     assert sorted(tuple(r) for r in got) == sorted(expected)
     assert len(expected) > 40
 

@@ -6,6 +6,7 @@ import ast
 
 import pytest
 
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.paths import REPO_ROOT
 from lakehouse.core.tables import BATCH, SPEED, TABLES
 from lakehouse.transforms.views import VIEWS, UnknownViewError, view
@@ -46,7 +47,8 @@ def test_every_view_computes_from_the_input_columns_alone(spark) -> None:
 
     from lakehouse.transforms.views import VIEW_INPUT_COLUMNS
 
-    events = spark.createDataFrame(
+    events = rows_frame(
+        spark,
         [(datetime(2026, 3, 1, 10, 0), "purchase", "u1", "/", Decimal("1.50"))],
         "event_time timestamp, event_type string, user_id string, page string, "
         "amount decimal(18,2)",

@@ -5,6 +5,7 @@ from decimal import Decimal
 
 from pyspark.sql import functions as F
 
+from lakehouse.core.frames import rows_frame
 from lakehouse.transforms.windows import active_users_per_page, count_events_per_minute
 
 SCHEMA = (
@@ -17,7 +18,7 @@ def ts(text: str) -> datetime:
 
 
 def events(spark, *rows):
-    return spark.createDataFrame(list(rows), SCHEMA)
+    return rows_frame(spark, list(rows), SCHEMA)
 
 
 def test_one_minute_counts_and_exact_amount_sums_per_type(spark) -> None:
