@@ -1,6 +1,6 @@
 """Install everything Tributary needs, from the project's own files. Idempotent.
 
-    python3 infra/bootstrap.py [all|venv|jars|kafka|minio|compose|secrets|browser]
+    python3 infra/bootstrap.py [all|venv|jars|classes|kafka|minio|compose|secrets|browser]
 
 Runs with the machine's Python 3.11 and the standard library only (the venv does not exist
 yet). Downloads and builds go to the cache folder ($TRIBUTARY_CACHE, default
@@ -315,6 +315,29 @@ def setup_spark_jars() -> Path:
         return build_into(folder, build)
 
 
+def setup_class_archive() -> None:
+    """The Spark driver's class archive (infra/spark/class_archive.py), made with the venv and
+    the jars. Without it every job still runs, only starts more slowly: a failure is said, not
+    fatal, and the next setup tries again."""
+    python = str(venv_dir() / "bin" / "python")
+    module = [python, "-m", "infra.spark.class_archive"]
+    where = subprocess.run([*module, "--where"], cwd=REPO_ROOT, capture_output=True, text=True)
+    step(f"Spark driver class archive ({where.stdout.strip() or '?'})")
+    if where.returncode == 0 and Path(where.stdout.strip()).exists():
+        info("cached")
+        return
+    with cache_lock("class-archive"):
+        try:
+            run(
+                module,
+                what="starting a Spark driver to archive its classes",
+                cwd=REPO_ROOT,
+                quiet=True,
+            )
+        except SetupError as err:
+            info(f"skipped, Spark jobs will start more slowly: {err}")
+
+
 def setup_kafka_jars() -> Path:
     folder = kafka_jars_dir()
     step(f"Kafka broker jars ({folder})")
@@ -529,6 +552,7 @@ def setup_browser() -> None:
 STEPS: dict[str, Callable[[], object]] = {
     "venv": setup_venv,
     "jars": setup_spark_jars,
+    "classes": setup_class_archive,
     "kafka": setup_kafka_jars,
     "minio": setup_minio,
     "compose": setup_compose,

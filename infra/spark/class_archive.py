@@ -1,6 +1,6 @@
 """Make the Spark driver's class archive (`make setup` runs it with the venv's Python):
 
-    python -m infra.spark.class_archive
+    python -m infra.spark.class_archive [--where]
 
 A driver JVM that starts with it maps the classes of Spark, Delta and their libraries from
 one file instead of reading and verifying them from the jars (lakehouse.core.spark.
@@ -59,10 +59,12 @@ def load_classes(folder: Path, archive: Path) -> None:
     jvm.wait(timeout=300)
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
     archive = class_archive(spark_jars_dir())
+    if argv == ["--where"]:
+        print(archive)
+        return 0
     if archive.exists():
-        print("    cached")
         return 0
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(archive.name + ".partial")
@@ -70,12 +72,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tributary-class-archive-") as folder:
         load_classes(Path(folder), partial)
     if not partial.exists():
-        print("    the JVM wrote no class archive: Spark jobs run, each starts more slowly")
+        print("the JVM wrote no class archive", file=sys.stderr)
         return 1
     partial.replace(archive)
-    print(f"    written: {archive.stat().st_size // 2**20} MB")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

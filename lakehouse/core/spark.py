@@ -213,7 +213,8 @@ def class_archive(jars_dir: Path) -> Path:
 
     java = Path(os.environ["JAVA_HOME"], "bin", "java") if "JAVA_HOME" in os.environ else None
     java = java or Path(shutil.which("java") or "java")
-    made_from = f"{os.path.realpath(java)}|{Path(pyspark.__file__).parent}|{jars_dir.name}"
+    pyspark_home = os.path.realpath(Path(pyspark.__file__).parent)  # one for every clone
+    made_from = f"{os.path.realpath(java)}|{pyspark_home}|{jars_dir.name}"
     return cache_dir() / "jvm" / f"spark-classes-{fingerprint(extra=made_from)}.jsa"
 
 

@@ -10,8 +10,14 @@ from pathlib import Path
 import pytest
 
 from lakehouse.core.config import load_settings
-from lakehouse.core.paths import state_dir
-from lakehouse.core.spark import SparkSetupError, get_spark, spark_conf
+from lakehouse.core.paths import spark_jars_dir, state_dir
+from lakehouse.core.spark import (
+    SparkSetupError,
+    class_archive,
+    driver_java_options,
+    get_spark,
+    spark_conf,
+)
 from tests.ports import closed_port
 
 
@@ -128,3 +134,18 @@ def test_a_standalone_master_that_does_not_answer_is_named_before_spark_starts(
     message = str(raised.value)
     assert message.startswith(f"the Spark master {master} does not answer (")
     assert why in message and "TRIBUTARY__SPARK__MASTER" in message
+
+
+def test_a_driver_maps_the_class_archive_setup_made(spark) -> None:
+    """`make setup` archives the driver's classes; every session started here maps that
+    file, and a JVM that cannot use it (none made, another JDK) starts without it."""
+    archive = class_archive(spark_jars_dir())
+    assert archive.exists(), f"{archive} is missing: run `make setup`"
+    jvm = spark.sparkContext._gateway.proc.pid
+    assert str(archive) in Path(f"/proc/{jvm}/maps").read_text()
+    assert driver_java_options(archive.with_name("none.jsa")) == ""
+    assert driver_java_options(archive).startswith(f"-XX:SharedArchiveFile={archive} ")
+    written = driver_java_options(archive, dump=True)
+    assert written.startswith(f"-XX:ArchiveClassesAtExit={archive} ")
+    conf = spark_conf(load_settings(profile="local"), java_options="-Xfoo")
+    assert conf["spark.driver.extraJavaOptions"].endswith(" -Xfoo")
