@@ -1,8 +1,9 @@
 """The speed layer's process under test: kill -9 it in the middle of a micro-batch and restart
 it, and the final tables equal those of an uninterrupted run over the same log; stop it
 gracefully (SIGTERM, or its stop file) behind a backlog, and it stops after the running batch;
-start a second one, and it is refused. The runs that are not under test (the uninterrupted
-reference, draining the rest of a log) run in this process."""
+start a second one, and it is refused. Only the processes under test (killed, signalled,
+stopped by file) are processes of their own; the uninterrupted reference, the restart after the
+kill and draining the rest of a log run in this process."""
 
 from __future__ import annotations
 
@@ -80,11 +81,6 @@ def start_continuous(env: dict[str, str], log: Path, stop_file: Path) -> subproc
         )
 
 
-def run_to_completion(env: dict[str, str], log: Path) -> None:
-    proc = start_job(env, log)
-    assert proc.wait(timeout=900) == 0, log.read_text()[-3000:]
-
-
 def snapshot(spark: SparkSession, settings: Settings) -> dict[str, list[tuple[object, ...]]]:
     tables = {}
     for name in (
@@ -126,7 +122,7 @@ def wait_for(
 
 
 def test_kill_minus_nine_and_restart_changes_no_result(
-    spark: SparkSession, kafka_up: str, tmp_path: Path
+    spark: SparkSession, kafka_up: str, tmp_path: Path, run_job_here: RunJob
 ) -> None:
     """One kill -9 at the hardest moment of a micro-batch: some of its tables have committed,
     the others and its progress row have not. The restart must replay that batch with the
@@ -134,7 +130,9 @@ def test_kill_minus_nine_and_restart_changes_no_result(
     on. A kill before a batch's first commit only repeats the batch, and one after its last
     only skips it: both are steps of this case. Three batches' worth of records is enough: the
     kill lands in the second batch, after one whole batch, with more to come after the
-    restart."""
+    restart. The restart is the job's `main` in this process: what it must get right is the state
+    the kill left (a dead process's lock, the checkpoint, the tables), read the same way from
+    any process."""
     topic = new_topic("restarts")
     calm, killed = tmp_path / "calm", tmp_path / "killed"
     calm_env, killed_env = job_env(calm, topic), job_env(killed, topic)
@@ -175,7 +173,10 @@ def test_kill_minus_nine_and_restart_changes_no_result(
         proc.wait()
     half_written = committed_batches(settings)
     assert commits(silver) > half_written, "the kill must land with a batch half-written"
-    run_to_completion(killed_env, killed / "job.log")
+    mine = {k: v for k, v in killed_env.items() if k.startswith("TRIBUTARY")}
+    stop_file = str(killed / "restart.stop")
+    restart = run_job_here("jobs.speed_layer", "--available-now", "--stop-file", stop_file, **mine)
+    assert restart.returncode == 0, restart.stderr[-3000:]
 
     calm_tables = snapshot(spark, calm_settings)
     killed_tables = snapshot(spark, settings)
