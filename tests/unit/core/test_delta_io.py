@@ -25,6 +25,8 @@ from lakehouse.core.tables import table
 from tests.delta_files import age_commits, files_in_use, files_on_disk, replaced_files
 from tests.lakehouses import copied, local_lakehouse
 
+BOUND = 50_000  # bytes: the compaction's small-file bound
+
 
 def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
     spark, local_settings
@@ -34,9 +36,9 @@ def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
     target = replace(
         table("speed.late_events"), name="tests.compacted", schema="id bigint, pad string"
     )
-    # One file that is large next to the bound below, then four small ones.
+    # One file above the bound (2,000 hashes), then four small ones.
     append_once(
-        spark.range(20_000)
+        spark.range(2_000)
         .select("id", F.sha2(F.col("id").cast("string"), 256).alias("pad"))
         .coalesce(1),
         target,
@@ -46,9 +48,12 @@ def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
     )
     path = target.path(local_settings)
     [large] = spark.read.format("delta").load(path).inputFiles()
+    assert Path(large.removeprefix("file:")).stat().st_size > BOUND
     for version in range(1, 5):
         append_once(
-            spark.range(version * 100, version * 100 + 3).select("id", F.lit("x").alias("pad")),
+            spark.range(version * 10_000, version * 10_000 + 3).select(
+                "id", F.lit("x").alias("pad")
+            ),
             target,
             local_settings,
             "t",
@@ -56,7 +61,7 @@ def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
         )
     before = spark.read.format("delta").load(path).orderBy("id").collect()
 
-    compact_small_files(spark, target, local_settings, small_file_bytes=100_000)
+    compact_small_files(spark, target, local_settings, small_file_bytes=BOUND)
 
     files = spark.read.format("delta").load(path).inputFiles()
     assert large in files

@@ -326,21 +326,20 @@ COMPARED = ("raw", "silver", "counts", "active_users", "sessions")
 
 @dataclass(frozen=True)
 class Streamed:
-    """Micro-batches 0 and 1 (30 events each) as a stream that looks after no table in them
-    leaves the lakehouse (`plain`); and batches 1 and 2, from a copy of what batch 0 left, by
-    a stream that compacts and vacuums every table in batch 1 with a retention of 168 hours,
-    and vacuums every table in batch 2 with none (`looked_after`)."""
+    """Micro-batches 0 and 1 (30 events each) by a stream that compacts no table and vacuums
+    one, in batch 1 with a week's retention (`plain`); and batch 1 again, from a copy of what
+    batch 0 left, by a stream that compacts and vacuums every table in it with no retention
+    (`looked_after`)."""
 
     batches: list  # the three batches (Kafka records): both streams read the very same
     event_ids: list[str]
     plain_folder: Path  # nothing writes to it: copy it
     plain: Settings
     committed: tuple[str, int, PinnedState] | None  # the state batch 1 left in memory
+    kept_by_plain: tuple[str, set[str]]  # the table plain vacuumed, and its replaced files
     looked_after: Settings
     rows_after_compaction: dict[str, list[str]]  # `looked_after`'s rows after batch 1
     raw_files_after_compaction: int
-    replaced_within_retention: dict[str, set[str]]  # its replaced files after batch 1 (168 h)
-    replaced_after_zero: dict[str, set[str]]  # and after batch 2 (0 h)
 
 
 @pytest.fixture(scope="module")
@@ -365,37 +364,38 @@ def streamed(spark, tmp_path_factory) -> Streamed:
         # 100 records in the log: the lag the progress rows report.
         return MicroBatchProcessor(settings, out, str(checkpoint), lambda: {0: 100})
 
-    def replaced(settings: Settings) -> dict[str, set[str]]:
-        return {
-            name: replaced_files(spark, getattr(out, name).path(settings)) for name in REPLACING
-        }
-
-    never = {"compact_every_batches": 1_000, "vacuum_every_batches": 1_000}
-    plain = with_speed(local_lakehouse(folder / "plain"), **never)
+    # Vacuums in turns of 8 batches: in batch 1, one of the 8 tables takes its turn.
+    plain = with_speed(
+        local_lakehouse(folder / "plain"),
+        compact_every_batches=1_000,
+        vacuum_every_batches=len(VACUUMED),
+        vacuum_after_hours=168,
+    )
     processor = stream(plain)
+    [vacuumed] = processor.turns(1, VACUUMED, len(VACUUMED))
+    assert vacuumed in REPLACING
     processor(batches[0], 0)
     # A stream restarted on this copy reads its state back from the progress table.
     looked_after = moved_to(plain, copied(folder / "plain", folder / "looked-after"))
     processor(batches[1], 1)
 
     every_batch = {"compact_every_batches": 1, "vacuum_every_batches": 1}
-    stream(with_speed(looked_after, **every_batch, vacuum_after_hours=168))(batches[1], 1)
+    stream(with_speed(looked_after, **every_batch, vacuum_after_hours=0))(batches[1], 1)
     rows = {name: contents(spark, getattr(out, name), looked_after) for name in COMPARED}
     raw_files = len(spark.read.format("delta").load(out.raw.path(looked_after)).inputFiles())
-    within = replaced(looked_after)
-    only_vacuum = {"compact_every_batches": 1_000, "vacuum_every_batches": 1}
-    stream(with_speed(looked_after, **only_vacuum, vacuum_after_hours=0))(batches[2], 2)
     return Streamed(
         batches=batches,
         event_ids=[e["event_id"] for _, e in events],
         plain_folder=folder / "plain",
         plain=plain,
         committed=processor._committed,
+        kept_by_plain=(
+            vacuumed,
+            replaced_files(spark, getattr(out, vacuumed).path(plain)),
+        ),
         looked_after=looked_after,
         rows_after_compaction=rows,
         raw_files_after_compaction=raw_files,
-        replaced_within_retention=within,
-        replaced_after_zero=replaced(looked_after),
     )
 
 
@@ -412,20 +412,32 @@ def test_compacting_while_streaming_changes_files_never_rows(spark, streamed: St
     assert {f"compact_{name}" for name in COMPACTED} | {f"vacuum_{n}" for n in VACUUMED} <= steps
 
 
+def removed_files(table_path: str) -> set[str]:
+    """The files the table's commits removed (replaced), by the log."""
+    found = set()
+    for commit in Path(table_path, "_delta_log").glob("*.json"):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "remove" in action:
+                found.add(action["remove"]["path"])
+    return found
+
+
 def test_the_stream_deletes_the_files_it_replaced_once_they_are_old_enough(
-    streamed: Streamed,
+    spark, streamed: Streamed
 ) -> None:
     """Every MERGE into a view and every compaction replaces files; the stream vacuums its
-    tables in their turns, so what they keep on disk does not grow without end. Within the
-    retention, replaced files stay (older versions can still be read); with none, the next
-    batch deletes those of the batch before and its own. One stream proves both: each batch
-    reads the retention afresh, and every table takes the same vacuum call. (Batch 0 had
-    nothing to replace, so a vacuum in it would prove nothing.)"""
-    assert all(streamed.replaced_within_retention.values()), (
-        "within the retention, replaced files stay",
-        streamed.replaced_within_retention,
-    )
-    assert streamed.replaced_after_zero == {name: set() for name in REPLACING}
+    tables in their turns, so what they keep on disk does not grow without end. With no
+    retention, a batch deletes every file it and the batches before replaced; within the
+    retention (a week), replaced files stay: older versions can still be read."""
+    out = SpeedOutputs.live()
+    for name in REPLACING:
+        path = getattr(out, name).path(streamed.looked_after)
+        assert removed_files(path), f"{name}: batch 1 replaced files (else nothing is proven)"
+        assert replaced_files(spark, path) == set(), name
+    kept, replaced = streamed.kept_by_plain
+    assert replaced, f"{kept}: replaced in batch 1, vacuumed with a week's retention, kept"
+    assert replaced <= removed_files(getattr(out, kept).path(streamed.plain))
 
 
 def test_a_batch_retried_after_a_week_s_stop_reads_silver_as_it_was(
