@@ -41,6 +41,9 @@ TEST_SPARK_CONF = {
     "spark.sql.shuffle.partitions": "1",
 }
 TEST_DRIVER_MEMORY = "2g"
+# A test's JVM lives for seconds to minutes and runs each query a few times: the optimizing
+# compiler (C2) would spend more CPU compiling than its code saves (docs/testing.md).
+TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 def state_folder(env: Mapping[str, str] | None = None) -> Path:
@@ -62,6 +65,7 @@ def environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
         "TRIBUTARY__S3__ENDPOINT": f"http://{HOST}:{TEST_PORTS['minio_port']}",
         "TRIBUTARY__AIRFLOW__URL": f"http://{HOST}:{TEST_PORTS['airflow_port']}",
         "TRIBUTARY__SPARK__DRIVER_MEMORY": TEST_DRIVER_MEMORY,
+        "TRIBUTARY__SPARK__JAVA_OPTIONS": TEST_JAVA_OPTIONS,
         **{f"TRIBUTARY__SPARK__CONF__{key}": value for key, value in TEST_SPARK_CONF.items()},
     }
 

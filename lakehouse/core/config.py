@@ -107,6 +107,7 @@ class SparkSettings(_Frozen):
     driver_memory: str = Field(pattern=r"^\d+[kmgKMG]$")
     shuffle_partitions: int = Field(ge=1)
     delta_log_tasks: int = Field(ge=1)
+    java_options: str = ""  # for the driver's JVM, after ours
     conf: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("driver_memory")

@@ -67,7 +67,8 @@ def spark_conf(
         # The parallel collector: Spark's row-at-a-time work pays G1's write barriers on
         # every object.
         "spark.driver.extraJavaOptions": (
-            f"-XX:+UseParallelGC -Dlog4j2.configurationFile=file:{LOG4J_CONFIG} {java_options}"
+            f"-XX:+UseParallelGC -Dlog4j2.configurationFile=file:{LOG4J_CONFIG} {java_options} "
+            f"{settings.spark.java_options}"
         ).strip(),
     }
     if settings.spark.master.startswith("local"):

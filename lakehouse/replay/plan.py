@@ -287,6 +287,8 @@ def measured_rate(settings: Settings) -> float | None:
         uri, options = delta_rs_location(settings, table("ops.replay_versions").path(settings))
     except ValueError:
         return None
+    if options is not None:
+        options = {**options, "max_retries": "0"}  # the plan must not wait on storage
     try:
         rows = DeltaTable(uri, storage_options=options).to_pyarrow_table(
             columns=["event", "at", "rate", "records"]

@@ -33,6 +33,7 @@ def test_every_test_service_listens_elsewhere_than_the_default_and_clients_follo
     assert tests.airflow.url == f"http://127.0.0.1:{tests.services.airflow_port}"
     assert tests.profile == "local"
     assert tests.spark.conf == test_env.TEST_SPARK_CONF, "every test job runs Spark the same way"
+    assert tests.spark.java_options == test_env.TEST_JAVA_OPTIONS
 
 
 def test_the_tests_keep_their_state_apart_from_the_demo(tmp_path: Path) -> None:

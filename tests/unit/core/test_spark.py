@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.test_env import TEST_JAVA_OPTIONS
 from lakehouse.core.config import load_settings
 from lakehouse.core.paths import spark_jars_dir, state_dir
 from lakehouse.core.spark import (
@@ -68,11 +69,14 @@ def test_master_and_extra_conf_come_from_config(tmp_path: Path) -> None:
             tmp_path,
             "local",
             TRIBUTARY__SPARK__MASTER="spark://h:7077",
+            TRIBUTARY__SPARK__JAVA_OPTIONS="-Xss2m",
             **{"TRIBUTARY__SPARK__CONF__spark.executor.cores": "2"},
         ),
         jars(tmp_path),
     )
     assert conf["spark.master"] == "spark://h:7077"
+    java = conf["spark.driver.extraJavaOptions"]
+    assert java.startswith("-XX:+UseParallelGC ") and java.endswith(" -Xss2m"), java
     assert "spark.driver.host" not in conf, "executors must be able to reach the driver"
     assert conf["spark.executor.cores"] == "2"
 
@@ -148,4 +152,6 @@ def test_a_driver_maps_the_class_archive_setup_made(spark) -> None:
     written = driver_java_options(archive, dump=True)
     assert written.startswith(f"-XX:ArchiveClassesAtExit={archive} ")
     conf = spark_conf(load_settings(profile="local"), java_options="-Xfoo")
-    assert conf["spark.driver.extraJavaOptions"].endswith(" -Xfoo")
+    assert " -Xfoo" in conf["spark.driver.extraJavaOptions"]
+    cmdline = Path(f"/proc/{jvm}/cmdline").read_text().split("\0")
+    assert TEST_JAVA_OPTIONS in cmdline, "the test services' JVM options reach the driver"
