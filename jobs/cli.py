@@ -12,7 +12,6 @@ serving layer: batch results where the batch layer has run, speed results after 
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
@@ -32,7 +31,11 @@ from lakehouse.reconcile.request import (
     compare_and_gate,
     compare_and_record,
 )
-from lakehouse.serving.sql import READ_ONLY_KEYWORDS, first_keyword, writes
+from lakehouse.serving.sql import (
+    StatementRefused,
+    check_starts_like_a_query,
+    query_serving_views,
+)
 from lakehouse.transforms.views import VIEWS
 
 if TYPE_CHECKING:
@@ -89,38 +92,19 @@ def sql(args: argparse.Namespace) -> Exit:
     """Spark SQL over the serving views, registered as `serving_<view>`. Read-only."""
     from pyspark.errors import PySparkException
 
-    from lakehouse.serving.serve import register_serving_views
-
-    refused = (
-        "tributary sql: a read-only command: it runs queries and descriptions (starting "
-        f"with {', '.join(READ_ONLY_KEYWORDS)}) that write nothing; nothing was run"
-    )
-    keyword = first_keyword(args.statement)
-    if keyword not in READ_ONLY_KEYWORDS:
-        # A typo of a query's first word is not an attempt to write: say which word it was.
-        meant = difflib.get_close_matches(keyword, READ_ONLY_KEYWORDS, n=1, cutoff=0.75)
-        print(
-            f"tributary sql: {keyword} does not start a query: did you "
-            f"mean {meant[0]}? Nothing was run"
-            if meant
-            else refused,
-            file=sys.stderr,
-        )
-        return Exit.BAD_REQUEST
-    settings = get_settings()
-    spark = start_spark("tributary-sql", settings)
-    # Otherwise a keyword where a name may stand is taken for one: "... FROM v WHERE" (a
-    # condition left out) ran unfiltered, WHERE read as an alias of v.
-    spark.conf.set("spark.sql.ansi.enforceReservedKeywords", "true")
-    registered, missing = register_serving_views(spark, settings)
-    for name in missing:
-        print(f"-- serving_{name}: no results yet (run the speed layer)", file=sys.stderr)
+    registered: list[str] = []
     try:
-        if writes(spark, args.statement):
-            print(refused, file=sys.stderr)
-            return Exit.BAD_REQUEST
-        result = spark.sql(args.statement)
-        shown, more = print_rows(result, args.limit, args.format)
+        check_starts_like_a_query(args.statement)  # before Spark starts
+        settings = get_settings()
+        spark = start_spark("tributary-sql", settings)
+        answer = query_serving_views(spark, settings, args.statement)
+        registered = answer.registered
+        for name in answer.missing:
+            print(f"-- serving_{name}: no results yet (run the speed layer)", file=sys.stderr)
+        shown, more = print_rows(answer.result, args.limit, args.format)
+    except StatementRefused as err:
+        print(f"tributary sql: {err}", file=sys.stderr)
+        return Exit.BAD_REQUEST
     except PySparkException as err:  # the statement's fault: unknown names, 1/0, bad casts
         first = str(err).strip().splitlines()[0]
         print(

@@ -7,10 +7,13 @@ nothing) must hold no command or insert anywhere, but for a describing command a
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakehouse.core.config import Settings
 
 # `tributary sql` only reads: statements that start like a query or a description...
 READ_ONLY_KEYWORDS = (
@@ -59,3 +62,51 @@ def writes(spark: SparkSession, statement: str) -> bool:
         children = node.children()
         nodes += [children.apply(i) for i in range(children.size())]
     return False
+
+
+class StatementRefused(ValueError):
+    """The statement would write, or does not start like a query: nothing was run."""
+
+
+REFUSED = (
+    "a read-only command: it runs queries and descriptions (starting with "
+    f"{', '.join(READ_ONLY_KEYWORDS)}) that write nothing; nothing was run"
+)
+
+
+def check_starts_like_a_query(statement: str) -> None:
+    """Refuse (StatementRefused) what does not start like a query, before Spark starts."""
+    import difflib
+
+    keyword = first_keyword(statement)
+    if keyword in READ_ONLY_KEYWORDS:
+        return
+    # A typo of a query's first word is not an attempt to write: say which word it was.
+    meant = difflib.get_close_matches(keyword, READ_ONLY_KEYWORDS, n=1, cutoff=0.75)
+    if meant:
+        raise StatementRefused(
+            f"{keyword} does not start a query: did you mean {meant[0]}? Nothing was run"
+        )
+    raise StatementRefused(REFUSED)
+
+
+@dataclass(frozen=True)
+class ServingQuery:
+    result: DataFrame  # lazy: Spark raises what the statement gets wrong when it runs
+    registered: list[str]  # serving_<view> names the statement may read
+    missing: list[str]  # views with no results yet
+
+
+def query_serving_views(spark: SparkSession, settings: Settings, statement: str) -> ServingQuery:
+    """Spark SQL over the serving views, registered as `serving_<view>`. Read-only: raises
+    StatementRefused for a statement that would write, before running anything."""
+    from lakehouse.serving.serve import register_serving_views
+
+    check_starts_like_a_query(statement)
+    # Otherwise a keyword where a name may stand is taken for one: "... FROM v WHERE" (a
+    # condition left out) ran unfiltered, WHERE read as an alias of v.
+    spark.conf.set("spark.sql.ansi.enforceReservedKeywords", "true")
+    registered, missing = register_serving_views(spark, settings)
+    if writes(spark, statement):
+        raise StatementRefused(REFUSED)
+    return ServingQuery(spark.sql(statement), registered, missing)
