@@ -41,8 +41,9 @@ TEST_SPARK_CONF = {
     "spark.sql.shuffle.partitions": "1",
 }
 TEST_DRIVER_MEMORY = "2g"
-# A test's JVM lives for seconds to minutes and runs each query a few times: the optimizing
-# compiler (C2) would spend more CPU compiling than its code saves (docs/testing.md).
+# The jobs and DAG tasks the tests start live for seconds to minutes, running each query a
+# few times: the optimizing compiler (C2) would spend more CPU compiling than its code saves
+# (docs/testing.md). A run's own driver may keep it: tests/conftest.py `driver_settings`.
 TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 

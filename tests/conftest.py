@@ -96,14 +96,27 @@ def airflow_up(minio_settings: Settings) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark(minio_settings: Settings) -> Iterator[SparkSession]:
+def driver_settings(minio_settings: Settings, request: pytest.FixtureRequest) -> Settings:
+    """The settings of this run's own Spark driver. The driver lives as long as the run: with
+    integration tests in it (`make test`, about 15 minutes) the C2 compiler's code pays back
+    its compiling, so the driver keeps both compilers. The jobs the tests start, and the
+    driver of a run without integration tests (`make test-fast`, three minutes), run with the
+    tests' JVM options (infra/test_env.py: C1 only)."""
+    if not any("/integration/" in str(item.path) for item in request.session.items):
+        return minio_settings
+    spark = minio_settings.spark.model_copy(update={"java_options": ""})
+    return minio_settings.model_copy(update={"spark": spark})
+
+
+@pytest.fixture(scope="session")
+def spark(driver_settings: Settings) -> Iterator[SparkSession]:
     """One SparkSession for the whole run, from the one factory, with the tests' Spark settings
     (infra/test_env.py). It is configured for MinIO too (no connection is made until a test
     uses an s3a:// path, and those tests also ask for `minio_up`), so unit tests on tiny
     DataFrames need no service."""
     from lakehouse.core.spark import get_spark
 
-    session = get_spark("tests", minio_settings)
+    session = get_spark("tests", driver_settings)
     yield session
     session.stop()
 

@@ -140,7 +140,7 @@ def test_a_standalone_master_that_does_not_answer_is_named_before_spark_starts(
     assert why in message and "TRIBUTARY__SPARK__MASTER" in message
 
 
-def test_a_driver_maps_the_class_archive_setup_made(spark) -> None:
+def test_a_driver_maps_the_class_archive_setup_made(spark, driver_settings) -> None:
     """`make setup` archives the driver's classes; every session started here maps that
     file, and a JVM that cannot use it (none made, another JDK) starts without it."""
     archive = class_archive(spark_jars_dir())
@@ -154,4 +154,5 @@ def test_a_driver_maps_the_class_archive_setup_made(spark) -> None:
     conf = spark_conf(load_settings(profile="local"), java_options="-Xfoo")
     assert " -Xfoo" in conf["spark.driver.extraJavaOptions"]
     cmdline = Path(f"/proc/{jvm}/cmdline").read_text().split("\0")
-    assert TEST_JAVA_OPTIONS in cmdline, "the test services' JVM options reach the driver"
+    c1_only = TEST_JAVA_OPTIONS in driver_settings.spark.java_options.split()
+    assert (TEST_JAVA_OPTIONS in cmdline) == c1_only, "the driver's settings reach its JVM"
