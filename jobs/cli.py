@@ -35,6 +35,7 @@ from lakehouse.serving.sql import (
     StatementRefused,
     check_starts_like_a_query,
     query_serving_views,
+    statement_failed,
 )
 from lakehouse.transforms.views import VIEWS
 
@@ -105,12 +106,8 @@ def sql(args: argparse.Namespace) -> Exit:
     except StatementRefused as err:
         print(f"tributary sql: {err}", file=sys.stderr)
         return Exit.BAD_REQUEST
-    except PySparkException as err:  # the statement's fault: unknown names, 1/0, bad casts
-        first = str(err).strip().splitlines()[0]
-        print(
-            f"tributary sql: {first}\n-- views: {', '.join(registered) or 'none yet'}",
-            file=sys.stderr,
-        )
+    except PySparkException as err:  # found as it runs: 1/0, bad casts
+        print(f"tributary sql: {statement_failed(err, registered)}", file=sys.stderr)
         return Exit.BAD_REQUEST
     print(f"-- {shown} rows{more}", file=sys.stderr)
     return Exit.OK

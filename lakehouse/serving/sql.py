@@ -65,7 +65,8 @@ def writes(spark: SparkSession, statement: str) -> bool:
 
 
 class StatementRefused(ValueError):
-    """The statement would write, or does not start like a query: nothing was run."""
+    """The statement would write, does not start like a query, or Spark refused it (its
+    parse or its names): nothing was run."""
 
 
 REFUSED = (
@@ -100,6 +101,8 @@ class ServingQuery:
 def query_serving_views(spark: SparkSession, settings: Settings, statement: str) -> ServingQuery:
     """Spark SQL over the serving views, registered as `serving_<view>`. Read-only: raises
     StatementRefused for a statement that would write, before running anything."""
+    from pyspark.errors import PySparkException
+
     from lakehouse.serving.serve import register_serving_views
 
     check_starts_like_a_query(statement)
@@ -107,6 +110,15 @@ def query_serving_views(spark: SparkSession, settings: Settings, statement: str)
     # condition left out) ran unfiltered, WHERE read as an alias of v.
     spark.conf.set("spark.sql.ansi.enforceReservedKeywords", "true")
     registered, missing = register_serving_views(spark, settings)
-    if writes(spark, statement):
-        raise StatementRefused(REFUSED)
-    return ServingQuery(spark.sql(statement), registered, missing)
+    try:
+        if writes(spark, statement):
+            raise StatementRefused(REFUSED)
+        return ServingQuery(spark.sql(statement), registered, missing)
+    except PySparkException as err:  # the statement's fault: a parse or an unknown name
+        raise StatementRefused(statement_failed(err, registered)) from None
+
+
+def statement_failed(err: Exception, registered: list[str]) -> str:
+    """What Spark said of a statement that failed, and the views it may read."""
+    first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return f"{first}\n-- views: {', '.join(registered) or 'none yet'}"

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from lakehouse.serving.sql import StatementRefused, check_starts_like_a_query
+from lakehouse.serving.sql import StatementRefused, check_starts_like_a_query, statement_failed
 
 
 @pytest.mark.parametrize(
@@ -30,3 +30,10 @@ def test_anything_else_is_refused_with_what_was_meant_if_it_is_a_typo(
 ) -> None:
     with pytest.raises(StatementRefused, match=re.escape(said)):
         check_starts_like_a_query(statement)
+
+
+def test_a_failed_statement_says_spark_s_first_line_and_the_views_it_may_read() -> None:
+    err = ValueError("[TABLE_OR_VIEW_NOT_FOUND] no `t`.\n  at line 1\n")
+    said = statement_failed(err, ["serving_a", "serving_b"])
+    assert said == "[TABLE_OR_VIEW_NOT_FOUND] no `t`.\n-- views: serving_a, serving_b"
+    assert statement_failed(err, []).endswith("-- views: none yet")
