@@ -144,8 +144,9 @@ def session_row(start: datetime = T, end: datetime | None = None, **changes: Any
 
 
 def validate(df, suite: Suite, **kwargs: Any) -> SuiteResult:
-    # A DataFrame of local rows is rebuilt from Python by every Spark job: cache it.
-    return validate_dataframe(df, suite, **{"cache": True, **kwargs})
+    """Without examples unless asked (their second validation proves nothing new for a test
+    that does not read them); the DataFrame cached, as GX runs several Spark jobs on it."""
+    return validate_dataframe(df, suite, **{"cache": True, "examples": 0, **kwargs})
 
 
 def run(spark, suite: Suite, schema: str, *rows: tuple, **kwargs: Any) -> SuiteResult:
@@ -196,7 +197,9 @@ def test_a_null_key_is_routed_to_quarantine_and_the_rest_kept(spark) -> None:
 
 
 def test_a_duplicate_event_id_fails_the_run(spark) -> None:
-    result = run(spark, silver_events_suite(BOUNDS), SILVER, silver(0), silver(1, event_id="e-0"))
+    result = run(
+        spark, silver_events_suite(BOUNDS), SILVER, silver(0), silver(1, event_id="e-0"), examples=5
+    )
     assert broken(result) == {"event_id_unique": (Action.FAIL, 2)}
     assert result.verdict is Verdict.FAILED
     assert result.check_result("event_id_unique").examples == ("e-0", "e-0")
@@ -206,7 +209,7 @@ def test_a_duplicate_event_id_fails_the_run(spark) -> None:
 
 def test_a_negative_purchase_amount_is_quarantined(spark) -> None:
     df = rows_frame(spark, [silver(0), silver(1, amount=Decimal("-5.00"))], SILVER)
-    result = validate(df, silver_events_suite(BOUNDS))
+    result = validate(df, silver_events_suite(BOUNDS), examples=5)
     assert broken(result) == {"amount_not_negative": (Action.QUARANTINE, 1)}
     assert result.check_result("amount_not_negative").examples == (Decimal("-5.00"),)
     assert [r["reason"] for r in quarantine_rows(df, result).collect()] == [
@@ -234,7 +237,7 @@ def test_an_out_of_bounds_event_time_is_quarantined(spark, offset) -> None:
 def test_a_row_breaking_two_rules_is_routed_once_with_both_reasons(spark) -> None:
     bad = silver(1, user_id=None, amount=Decimal("-1.00"))
     df = rows_frame(spark, [silver(0), bad], SILVER)
-    result = validate(df, silver_events_suite(BOUNDS), examples=0)
+    result = validate(df, silver_events_suite(BOUNDS))
     [row] = quarantine_rows(df, result).collect()
     assert row["reason"] == "dq:user_id_not_null; dq:amount_not_negative"
 
@@ -349,7 +352,7 @@ def test_a_duplicate_view_key_fails_the_run(spark, suite, schema, rows, check) -
     ids=["counts-length", "counts-unaligned", "active-length", "session-reversed", "duration"],
 )
 def test_inconsistent_window_bounds_fail_the_run(spark, suite, schema, row, checks) -> None:
-    result = run(spark, suite, schema, row)
+    result = run(spark, suite, schema, row, examples=5)
     assert set(broken(result)) == checks
     assert result.verdict is Verdict.FAILED
     [bounds] = result.broken()
@@ -417,6 +420,7 @@ def test_data_docs_are_written_and_name_the_suite(spark, tmp_path) -> None:
         silver(0),
         silver(1, user_id=None),
         docs_dir=docs,
+        examples=5,
         run_name="scheduled__2026-03-01",
     )
     assert first.data_docs == second.data_docs == docs.resolve() / "index.html"
