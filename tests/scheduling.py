@@ -3,7 +3,8 @@ runs whole on one worker, so its module fixtures are built once; the modules tha
 the one test Airflow run one after another on the same worker (they pause, trigger and read
 its runs, and its tasks write the test state's lakehouse); so do the modules that share a
 fixture built once per run. The integration groups start first, the largest (in tests) first,
-and the many small unit modules fill in the end: the workers finish close together.
+and the many small unit modules fill in the end, the longest of them first: the workers
+finish close together.
 
 The controller schedules by test id alone (it collects nothing), so the groups are named here
 by module path, and each worker checks at collection that every module is where its fixtures
@@ -27,6 +28,14 @@ SHARED_FIXTURE_GROUPS = {
     "tests/integration/test_batch_layer.py": "streamed_day",
     "tests/integration/test_reconcile.py": "streamed_day",
 }
+
+
+# Unit modules that each take a minute or more (micro-batches, vacuums): they start first
+# among the unit modules, so that no worker is left running one alone at the end.
+LONG_UNIT_MODULES = (
+    "tests/unit/speed/test_micro_batch.py",
+    "tests/unit/core/test_delta_io.py",
+)
 
 
 def uses_airflow(module: str) -> bool:
@@ -68,9 +77,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if hasattr(config, "workerinput"):  # a worker: the controller schedules in this order
         sizes = Counter(group_of(item.nodeid) for item in items)
 
-        def rank(item: pytest.Item) -> tuple[bool, int, str]:
+        def rank(item: pytest.Item) -> tuple[bool, bool, int, str]:
             group = group_of(item.nodeid)
-            return ("/integration/" not in str(item.path), -sizes[group], group)
+            unit = "/integration/" not in str(item.path)
+            return (unit, group not in LONG_UNIT_MODULES, -sizes[group], group)
 
         items.sort(key=rank)
 

@@ -51,3 +51,9 @@ def test_every_library_package_is_a_package_and_its_init_has_no_side_effects() -
         body = ast.parse(init.read_text()).body
         kinds = {type(node) for node in body}
         assert kinds <= {ast.Expr, ast.ImportFrom, ast.Assign}, f"{init}: only imports and names"
+
+
+def test_the_long_unit_modules_the_scheduler_starts_first_exist() -> None:
+    from tests.scheduling import LONG_UNIT_MODULES
+
+    assert [m for m in LONG_UNIT_MODULES if not (REPO / m).is_file()] == []
