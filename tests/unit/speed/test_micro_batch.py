@@ -167,12 +167,22 @@ def first_commit_files(table_path: str) -> list[Path]:
     return [Path(table_path, a["add"]["path"]) for a in actions if "add" in a]
 
 
-def test_view_merges_never_read_files_the_watermark_has_left_behind(
+def files_holding(spark, view, settings, condition: str) -> set[str]:
+    from pyspark.sql import functions as F
+
+    rows = read_table(spark, view, settings).where(condition)
+    return {r[0] for r in rows.select(F.input_file_name()).distinct().collect()}
+
+
+def test_view_merges_leave_and_never_read_the_hours_their_batch_cannot_reach(
     spark, local_settings, tmp_path
 ) -> None:
-    """The views' MERGEs only read files that can hold a key the batch touches: the first
-    batch's files (windows and sessions hours behind the watermark) are moved away during the
-    third batch, which must not notice. Back in place, the views hold every window once."""
+    """A MERGE rewrites every file it touches, and reads every file that may hold a key it
+    updates. Were a view's rows in files of any time, each batch would read and rewrite the
+    whole view, a longer job the longer the stream runs. The views are laid out by hour: the
+    first hour's files outlive a batch three hours on, and a batch updating windows and
+    sessions that began before the watermark does not notice that the first batch's files
+    were moved away. Back in place, the views hold every window and session once."""
     from datetime import UTC, timedelta
 
     from pyspark.sql import functions as F
@@ -184,36 +194,56 @@ def test_view_merges_never_read_files_the_watermark_has_left_behind(
     checkpoint = query_checkpoint(tmp_path / "checkpoint", "query-2")
     out = SpeedOutputs.live()
     processor = MicroBatchProcessor(local_settings, out, str(checkpoint), lambda: {})
-    hours_ago = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=3)
-    later = hours_ago + timedelta(hours=2)
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
 
-    def at(seconds: int) -> datetime:
-        return later + timedelta(seconds=seconds)
+    def at(hours: int, minutes: int, seconds: int = 0) -> datetime:
+        return start + timedelta(hours=hours, minutes=minutes, seconds=seconds)
 
     batches = [
-        events_at(hours_ago, 12, 20),
-        # Up to 13:20 after `later`, so the watermark ends at 3:20; and one lone visit.
-        events_at(at(0), 41, 20) + events_at(at(-60), 1, 20, user="lone"),
+        # A visitor who leaves within the first hour; three users busy through hours 1 and 2.
+        events_at(at(0, 0), 6, 300, user="early") + events_at(at(1, 0), 24, 300),
+        # Hour 3: the busy users' sessions go on, new windows open, one more event in the last
+        # minute seen (every view has rows to update, not only to insert) and one lone visit.
+        # Up to 3:11, so that the watermark ends at 3:01.
+        events_at(at(2, 55, 30), 4, 1)
+        + events_at(at(3, 0), 12, 60)
+        + events_at(at(2, 59), 1, 20, user="lone"),
         # On time, but in windows and sessions that began before the watermark: those rows
         # must be found and updated in place (a bound too tight would insert them again).
-        events_at(at(210), 12, 20) + events_at(at(220), 1, 20, user="lone"),
+        events_at(at(3, 3, 30), 12, 20) + events_at(at(3, 3, 40), 1, 20, user="lone"),
     ]
-    offset = 0
-    for batch_id, events in enumerate(batches[:2]):
-        processor(kafka_records(spark, events, offset), batch_id)
-        offset += len(events)
+    offsets = list(itertools.accumulate(len(b) for b in batches))
+    first_hour = [
+        (out.counts, "window_start"),
+        (out.active_users, "window_start"),
+        (out.sessions, "session_start"),
+    ]
 
-    views = [out.counts, out.active_users, out.sessions]
+    def first_hour_files(view, column) -> set[str]:
+        return files_holding(spark, view, local_settings, f"{column} < '{at(1, 0):%F %T}'")
+
+    processor(kafka_records(spark, batches[0], 0), 0)
+    before = {view.name: first_hour_files(view, column) for view, column in first_hour}
+    assert all(before.values()), before
+    processor(kafka_records(spark, batches[1], offsets[0]), 1)
+    assert table_version(spark, out.sessions, local_settings) == 1, "the batch merged"
+    for view, column in first_hour:
+        after = first_hour_files(view, column)
+        assert after == before[view.name], f"{view.name}: the first hour was rewritten"
+
     aside = tmp_path / "aside"
     moved = []
-    for view in views:
+    for view, _ in first_hour:
         for path in first_commit_files(view.path(local_settings)):
             target = aside / view.name / path.name
             target.parent.mkdir(parents=True, exist_ok=True)
             path.rename(target)
             moved.append((target, path))
-    assert len(moved) >= len(views)
-    processor(kafka_records(spark, batches[2], offset), 2)
+    # Among them, the first hour's files, still read by the views (file names are unique).
+    moved_names = {path.name for _, path in moved}
+    for view, _ in first_hour:
+        assert {f.rsplit("/", 1)[-1] for f in before[view.name]} <= moved_names, view.name
+    processor(kafka_records(spark, batches[2], offsets[1]), 2)
     for target, path in moved:
         target.rename(path)
 
@@ -242,55 +272,6 @@ def test_view_merges_never_read_files_the_watermark_has_left_behind(
         ["window_start", "page"],
     )
     same(read(out.sessions), sessionize(accepted), ["user_id", "session_start"])
-
-
-def files_holding(spark, view, settings, condition: str) -> set[str]:
-    from pyspark.sql import functions as F
-
-    rows = read_table(spark, view, settings).where(condition)
-    return {r[0] for r in rows.select(F.input_file_name()).distinct().collect()}
-
-
-def test_a_view_merge_leaves_the_hours_its_batch_cannot_reach_unwritten(
-    spark, local_settings, tmp_path
-) -> None:
-    """A MERGE rewrites every file it touches. Were a view's rows in files of any time, each
-    batch would rewrite the whole view, a longer job the longer the stream runs; the views
-    are laid out by hour, so the first hour's files must outlive a batch three hours on."""
-    from datetime import UTC, timedelta
-
-    checkpoint = query_checkpoint(tmp_path / "checkpoint", "query-4")
-    out = SpeedOutputs.live()
-    processor = MicroBatchProcessor(local_settings, out, str(checkpoint), lambda: {})
-    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
-    first_hour = [
-        (out.counts, "window_start"),
-        (out.active_users, "window_start"),
-        (out.sessions, "session_start"),
-    ]
-    # A visitor who leaves within the first hour; three users busy through hours 1 and 2.
-    opening = events_at(start, 6, 300, user="early")
-    opening += events_at(start + timedelta(hours=1), 24, 300)
-    processor(kafka_records(spark, opening, 0), 0)
-    before = {
-        view.name: files_holding(
-            spark, view, local_settings, f"{column} < '{start + timedelta(hours=1):%F %T}'"
-        )
-        for view, column in first_hour
-    }
-    assert all(before.values()), before
-
-    # Hour 3: the busy users' sessions go on, new windows open; and one more event in the
-    # last minute seen, so that every view has rows to update, not only to insert.
-    later = events_at(start + timedelta(hours=2, minutes=55, seconds=30), 4, 1)
-    later += events_at(start + timedelta(hours=3), 12, 60)
-    processor(kafka_records(spark, later, len(opening)), 1)
-    assert table_version(spark, out.sessions, local_settings) == 1, "the batch merged"
-    for view, column in first_hour:
-        after = files_holding(
-            spark, view, local_settings, f"{column} < '{start + timedelta(hours=1):%F %T}'"
-        )
-        assert after == before[view.name], f"{view.name}: the first hour was rewritten"
 
 
 def with_speed(settings: Settings, **speed: int) -> Settings:
