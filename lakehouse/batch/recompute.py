@@ -40,8 +40,9 @@ from lakehouse.core.delta_io import (
     vacuum_replaced_files,
 )
 from lakehouse.core.tables import BATCH, table
-from lakehouse.core.times import TimeRangeError, from_micros, handled
+from lakehouse.core.times import EPOCH, TimeRangeError, from_micros, handled
 from lakehouse.transforms.dedup import DEDUP_COLUMNS, first_delivery_per_event
+from lakehouse.transforms.lateness import WatermarkRule, partition_marks
 from lakehouse.transforms.parse import parse_events
 from lakehouse.transforms.validate import ValidationRules, accepted_events, validate_events
 from lakehouse.transforms.views import VIEW_INPUT_COLUMNS, VIEWS, View
@@ -114,7 +115,7 @@ class BatchRun:
     interval: Interval
     bronze_version: int
     ingest_high_water: datetime  # newest Kafka timestamp in the bronze version read
-    watermark: datetime  # newest event_time read minus the allowed lateness
+    watermark: datetime  # as the speed layer's rule puts it over the events read
     events: int  # accepted, deduplicated events placed in the interval
     views: list[ViewResult]
     seconds: float
@@ -163,14 +164,14 @@ def recompute_interval(
         # Only what dedup, the run's figures and the views read: less to shuffle and cache.
         .select(*DEDUP_COLUMNS, "kafka_timestamp", *VIEW_INPUT_COLUMNS)
         .transform(first_delivery_per_event)
-        .drop(*DEDUP_COLUMNS)
+        # kafka_partition stays: the watermark is decided per partition.
+        .drop("event_id", "kafka_offset")
         .where(F.col("event_time") >= F.lit(first_needed))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:
         read = events.agg(
             F.count_if(F.expr(interval.condition("event_time"))).alias("in_interval"),
-            F.max(F.unix_micros("event_time")).alias("newest"),
             F.max(F.unix_micros("kafka_timestamp")).alias("ingest_high_water"),
         ).first()
         assert read is not None
@@ -179,8 +180,14 @@ def recompute_interval(
                 f"no accepted event in {interval} in {BRONZE.name} version {bronze_version}: "
                 "nothing written"
             )
-        watermark = from_micros(read["newest"]) - timedelta(
-            seconds=settings.speed.allowed_lateness_seconds
+        # The speed layer's rule (transforms.lateness) over the events read: the newest of
+        # them are all there (bronze is read from a time on).
+        rule = WatermarkRule.of(settings)
+        supported = partition_marks(events, rule.support_events).supported_newest(rule)
+        watermark = (
+            EPOCH
+            if supported is None  # too few events to support any: nothing is final yet
+            else from_micros(supported) - timedelta(seconds=rule.allowed_lateness_seconds)
         )
         results = [
             _write_view(spark, settings, v, events, interval, watermark) for v in VIEWS.values()

@@ -82,6 +82,8 @@ class SpeedSettings(_Frozen):
     max_record_bytes: int = Field(ge=256)
     future_tolerance_seconds: int = Field(ge=0)
     allowed_lateness_seconds: int = Field(ge=0)
+    watermark_support_events: int = Field(ge=1)
+    idle_partition_seconds: int = Field(ge=0)
     trigger_interval_seconds: int = Field(ge=0)
     max_offsets_per_trigger: int = Field(ge=1)
     small_batch_records: int = Field(ge=0)

@@ -122,6 +122,9 @@ def append_once(df: DataFrame, table: Table, settings: Settings, app_id: str, ve
         .mode("append")
         .option("txnAppId", app_id)
         .option("txnVersion", version)
+        # A table created before its declaration gained a column takes it on: the rows
+        # conform to the declaration, so nothing else can change its schema this way.
+        .option("mergeSchema", "true")
     )
     if table.partition_columns:
         writer = writer.partitionBy(*table.partition_columns)

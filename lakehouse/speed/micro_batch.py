@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -44,9 +44,12 @@ from lakehouse.core.tables import REPLAY, SPEED, Table, table
 from lakehouse.transforms.bronze import RAW_COLUMNS, to_raw_records
 from lakehouse.transforms.dedup import drop_seen_events, first_delivery_per_event
 from lakehouse.transforms.lateness import (
-    advance_watermark,
+    PartitionMarks,
+    WatermarkRule,
     late_events,
+    next_watermark,
     on_time_events,
+    partition_marks,
     watermark_column,
 )
 from lakehouse.transforms.parse import parse_events
@@ -146,6 +149,8 @@ class PinnedState:
     offsets: dict[int, int] | None = None
     newest_event_micros: int | None = None
     waiting: int | None = None  # records left in Kafka when the previous batch ended
+    # What moves the watermark (transforms.lateness).
+    marks: PartitionMarks = field(default_factory=PartitionMarks)
 
 
 def pinned_from(progress: Mapping[str, Any]) -> PinnedState:
@@ -156,6 +161,12 @@ def pinned_from(progress: Mapping[str, Any]) -> PinnedState:
         offsets=dict(progress["offsets"] or {}),
         newest_event_micros=progress["newest_event_micros"],
         waiting=progress["total_lag"],
+        # A row written before the marks existed has none: the watermark holds until the
+        # partitions have gathered them again.
+        marks=PartitionMarks(
+            {p: list(times) for p, times in (progress.get("event_marks") or {}).items()},
+            dict(progress.get("arrival_marks") or {}),
+        ),
     )
 
 
@@ -202,14 +213,15 @@ class BatchStats:
     late_events: int
     newest_on_time: int | None  # microseconds
     next_offsets: dict[int, int]  # per partition: the offset after the last one read
+    marks: PartitionMarks  # the batch's own, of its new events
 
     @property
     def on_time(self) -> int:
         return self.new_events - self.late_events
 
 
-def batch_stats(checked: DataFrame, new: DataFrame, wm: int | None) -> BatchStats:
-    """Two small aggregations that every later decision and the progress row share."""
+def batch_stats(checked: DataFrame, new: DataFrame, wm: int | None, keep: int) -> BatchStats:
+    """Small aggregations that every later decision and the progress row share."""
     per_partition = (
         checked.groupBy("partition")
         .agg(
@@ -233,6 +245,7 @@ def batch_stats(checked: DataFrame, new: DataFrame, wm: int | None) -> BatchStat
         late_events=int(fresh["late"] or 0),
         newest_on_time=fresh["newest"],
         next_offsets={int(r["partition"]): int(r["last"]) + 1 for r in per_partition},
+        marks=partition_marks(new, keep, counted=on_time),
     )
 
 
@@ -275,6 +288,7 @@ class MicroBatchProcessor:
         self.end_offsets = end_offsets
         self.kept_versions = kept_versions
         self.rules = ValidationRules.of(settings)
+        self.watermark_rule = WatermarkRule.of(settings)
         self._app_id: str | None = None
         # (app id, batch id, state): what the batch after the last one committed here pins,
         # so the next batch need not read it back from the progress table.
@@ -342,7 +356,7 @@ class MicroBatchProcessor:
             )
             on_time = on_time_events(new, wm)
             with steps("stats"):
-                stats = batch_stats(checked, new, wm)
+                stats = batch_stats(checked, new, wm, self.watermark_rule.support_events)
             writes: dict[str, tuple[int, Callable[[], None]]] = {}
             if out.raw is not None:
                 bronze = out.raw
@@ -616,11 +630,8 @@ class MicroBatchProcessor:
             (m for m in (pinned.newest_event_micros, stats.newest_on_time) if m is not None),
             default=None,
         )
-        next_wm = advance_watermark(
-            pinned.watermark_micros,
-            stats.newest_on_time,
-            self.settings.speed.allowed_lateness_seconds,
-        )
+        marks = pinned.marks.merged(stats.marks, self.watermark_rule.support_events)
+        next_wm = next_watermark(pinned.watermark_micros, marks, self.watermark_rule)
         lag = self.kafka_lag(offsets)
         now = datetime.now(UTC)
         duration = time.monotonic() - started
@@ -644,6 +655,8 @@ class MicroBatchProcessor:
             "kafka_lag": lag,
             "total_lag": sum(lag.values()) if lag is not None else None,
             "step_seconds": step_seconds,
+            "event_marks": {p: list(times) for p, times in marks.events.items()},
+            "arrival_marks": dict(marks.arrivals),
         }
         return row
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_once, read_table, table_version
@@ -272,6 +273,37 @@ def test_view_merges_leave_and_never_read_the_hours_their_batch_cannot_reach(
         ["window_start", "page"],
     )
     same(read(out.sessions), sessionize(accepted), ["user_id", "session_start"])
+
+
+def test_one_event_far_ahead_of_its_partition_turns_nothing_late(
+    spark, local_settings, tmp_path
+) -> None:
+    """One record two hours ahead of the rest of its partition (an event_id reused with a new
+    time, one current event among a backlog) is counted in its window, and does not move the
+    watermark: the events minutes behind it that follow are on time, not late."""
+    from datetime import UTC, timedelta
+
+    from lakehouse.transforms.lateness import MICROS
+
+    checkpoint = query_checkpoint(tmp_path / "checkpoint", "query-5")
+    out = SpeedOutputs.live()
+    processor = MicroBatchProcessor(local_settings, out, str(checkpoint), lambda: {})
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=3)
+    steady = events_at(start, 20, 10)
+    ahead = events_at(start + timedelta(hours=2), 1, 1, user="ahead")
+    processor(kafka_records(spark, steady + ahead, 0), 0)
+    following = events_at(start + timedelta(minutes=5), 20, 10)
+    processor(kafka_records(spark, following, len(steady) + 1), 1)
+
+    progress = read_table(spark, out.progress, local_settings).orderBy("batch_id").collect()
+    assert [r["late_events"] for r in progress] == [0, 0]
+    support = local_settings.speed.watermark_support_events
+    # The event ahead is the newest of the five the watermark waits for.
+    fifth_newest = start + timedelta(seconds=10 * (len(steady) - support + 1))
+    lateness = local_settings.speed.allowed_lateness_seconds
+    assert progress[0]["watermark_micros"] == (int(fifth_newest.timestamp()) - lateness) * MICROS
+    counted = read_table(spark, out.counts, local_settings).agg(F.sum("events")).first()
+    assert counted is not None and counted[0] == len(steady) + 1 + len(following)
 
 
 def with_speed(settings: Settings, **speed: int) -> Settings:
