@@ -16,6 +16,10 @@ user's events stay in order in one partition):
 
 A record that breaks a rule goes to bronze.quarantine with one reason per broken rule
 (the REASON_* values below); it never stops the pipeline.
+
+event_id identifies the event: the first delivery of an id in the log is the event, every
+later one a duplicate, dropped. A later delivery that says something else (other fields but
+sent_at) is quarantined as a conflicting duplicate, naming the first delivery's position.
 """
 
 from __future__ import annotations
@@ -47,3 +51,6 @@ REASON_EVENT_ID_TOO_LONG = "invalid_value:event_id"
 REASON_PURCHASE_WITHOUT_AMOUNT = "missing_field:amount"
 REASON_NEGATIVE_AMOUNT = "invalid_value:amount"
 REASON_FUTURE = "event_time_in_future"
+# Not a broken rule but a later delivery of an event_id whose content differs from the
+# first delivery's (lakehouse.transforms.dedup): the first stays in silver.
+REASON_CONFLICTING_DUPLICATE = "conflicting_duplicate"

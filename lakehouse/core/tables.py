@@ -124,7 +124,8 @@ PROGRESS = (
     "newest_event_micros bigint, freshness_seconds double, silver_version bigint, "
     "offsets map<int,bigint>, kafka_lag map<int,bigint>, total_lag bigint, "
     "step_seconds map<string,double>, watermark timestamp, newest_event_time timestamp, "
-    "event_marks map<int,array<bigint>>, arrival_marks map<int,bigint>"
+    "event_marks map<int,array<bigint>>, arrival_marks map<int,bigint>, "
+    "conflicting_duplicates bigint"
 )
 VERSION_EVENTS = (
     "version string, event string, at timestamp, by string, topic string, start string, "

@@ -41,8 +41,16 @@ from lakehouse.core.delta_io import (
 )
 from lakehouse.core.spark import interpreted_projections, release_local_checkpoint
 from lakehouse.core.tables import REPLAY, SPEED, Table, table
+from lakehouse.core.times import from_micros
+from lakehouse.speed.seen_events import SeenEvents, id_hash, seen_in
 from lakehouse.transforms.bronze import RAW_COLUMNS, to_raw_records
-from lakehouse.transforms.dedup import drop_seen_events, first_delivery_per_event
+from lakehouse.transforms.dedup import (
+    FIRST_COLUMNS,
+    conflicting_deliveries,
+    conflicting_records,
+    drop_seen_events,
+    first_delivery_per_event,
+)
 from lakehouse.transforms.lateness import (
     PartitionMarks,
     WatermarkRule,
@@ -141,6 +149,12 @@ class SpeedOutputs:
 
 
 @dataclass(frozen=True)
+class Dedup:
+    new: DataFrame  # accepted events seen for the first time
+    earlier: DataFrame  # silver's rows of the batch's other event_ids (FIRST_COLUMNS)
+
+
+@dataclass(frozen=True)
 class PinnedState:
     """What the previous batch left behind; a replayed batch decides from exactly this."""
 
@@ -214,10 +228,15 @@ class BatchStats:
     newest_on_time: int | None  # microseconds
     next_offsets: dict[int, int]  # per partition: the offset after the last one read
     marks: PartitionMarks  # the batch's own, of its new events
+    conflicting: int = 0  # duplicates whose content differs from the first delivery's
 
     @property
     def on_time(self) -> int:
         return self.new_events - self.late_events
+
+    @property
+    def duplicates(self) -> int:
+        return self.input_rows - self.quarantined - self.new_events
 
 
 def batch_stats(checked: DataFrame, new: DataFrame, wm: int | None, keep: int) -> BatchStats:
@@ -293,6 +312,8 @@ class MicroBatchProcessor:
         # (app id, batch id, state): what the batch after the last one committed here pins,
         # so the next batch need not read it back from the progress table.
         self._committed: tuple[str, int, PinnedState] | None = None
+        # The event_ids silver holds, for the silver version the next batch pins.
+        self._seen: SeenEvents | None = None
 
     def app_id(self, spark: SparkSession) -> str:
         # The checkpoint's query id: stable across restarts, new if the checkpoint is reset,
@@ -333,19 +354,25 @@ class MicroBatchProcessor:
             .transform(validate_events, self.rules)
         )
         if out.raw is None:
-            # No bronze copy (a replay): only a quarantined record still needs its value, key
-            # and topic, so the cache holds them for those alone.
+            # No bronze copy (a replay): only a quarantined record still needs its value and
+            # key, so the cache holds them for those alone. (A conflicting duplicate passed
+            # validation: its quarantine row in a replay names it by position only.)
             checked = checked.withColumns(
-                {c: F.when(~is_accepted(), F.col(c)) for c in ("value", "key", "topic")}
+                {c: F.when(~is_accepted(), F.col(c)) for c in ("value", "key")}
             )
         checked = checked.persist()
         raw = checked.select(*RAW_COLUMNS)
         new: DataFrame | None = None
+        firsts: DataFrame | None = None
         try:
             with steps("dedup"):
+                accepted = accepted_events(checked)
+                dedup = self.new_events(spark, accepted, pinned)
                 # Checkpointed, not cached: `new` reads silver, and appending to silver below
                 # would invalidate a cache of it and recompute the dedup for every later use.
-                new = self.new_events(spark, accepted_events(checked), pinned).localCheckpoint()
+                new = dedup.new.localCheckpoint()
+                firsts = dedup.earlier.localCheckpoint()
+                added = new.select(id_hash(), F.unix_micros("event_time")).toArrow()
             wm = pinned.watermark_micros
             flagged = new.withColumn(
                 "arrived_late",
@@ -357,6 +384,15 @@ class MicroBatchProcessor:
             on_time = on_time_events(new, wm)
             with steps("stats"):
                 stats = batch_stats(checked, new, wm, self.watermark_rule.support_events)
+                conflicts = None
+                if stats.duplicates:
+                    conflicts = conflicting_deliveries(
+                        accepted, firsts.unionByName(new.select(*FIRST_COLUMNS))
+                    ).localCheckpoint()
+                    stats = replace(stats, conflicting=conflicts.count())
+            quarantined = quarantined_records(checked)
+            if conflicts is not None and stats.conflicting:
+                quarantined = quarantined.unionByName(conflicting_records(checked, conflicts))
             writes: dict[str, tuple[int, Callable[[], None]]] = {}
             if out.raw is not None:
                 bronze = out.raw
@@ -366,10 +402,8 @@ class MicroBatchProcessor:
                 )
             writes |= {
                 "quarantine": (
-                    stats.quarantined,
-                    lambda: append_once(
-                        quarantined_records(checked), out.quarantine, settings, app, batch_id
-                    ),
+                    stats.quarantined + stats.conflicting,
+                    lambda: append_once(quarantined, out.quarantine, settings, app, batch_id),
                 ),
                 "silver": (
                     stats.new_events,
@@ -421,10 +455,16 @@ class MicroBatchProcessor:
                 )
                 append_once(progress, out.progress, settings, app, batch_id)
             self._committed = (app, batch_id + 1, pinned_from(row))
+            self.seen.add(
+                added.column(0).to_numpy(zero_copy_only=False),
+                added.column(1).to_numpy(zero_copy_only=False),
+                row["silver_version"],
+            )
         finally:
             checked.unpersist()
-            if new is not None:
-                release_local_checkpoint(new)
+            for frame in (new, firsts):
+                if frame is not None:
+                    release_local_checkpoint(frame)
 
     def turns(self, batch_id: int, names: tuple[str, ...], every: int) -> list[str]:
         """Of the output tables `names` (SpeedOutputs fields), those whose turn is this batch:
@@ -472,33 +512,36 @@ class MicroBatchProcessor:
         )
         return pinned_from(rows[0].asDict()) if rows else PinnedState()
 
-    def new_events(
-        self, spark: SparkSession, accepted: DataFrame, pinned: PinnedState
-    ) -> DataFrame:
+    def new_events(self, spark: SparkSession, accepted: DataFrame, pinned: PinnedState) -> Dedup:
         """Accepted events not seen before: first delivery within the batch, and not already
-        in silver as it was after the previous batch."""
+        in silver as it was after the previous batch, at whatever event time it is there."""
         unique = first_delivery_per_event(accepted)
         seen = read_table_at(spark, self.outputs.silver, self.settings, pinned.silver_version)
         if seen is None:
-            return unique
-        # A duplicate carries the same event_time, so only silver rows in the batch's days
-        # and event-time range need checking: partition pruning and Delta's file statistics
-        # skip the rest, so the lookup does not grow with the day's silver. Read from
-        # `accepted` (cached), not `unique`: that would run the dedup window twice.
-        [span] = accepted.agg(
-            F.collect_set("event_date").alias("days"),
-            F.min(F.unix_micros("event_time")).alias("first"),
-            F.max(F.unix_micros("event_time")).alias("last"),
-        ).collect()
-        if not span["days"]:
-            return unique
-        candidates = seen.where(
-            F.col("event_date").isin(span["days"])
-            & F.col("event_time").between(
-                F.timestamp_micros(F.lit(span["first"])), F.timestamp_micros(F.lit(span["last"]))
-            )
-        )
-        return drop_seen_events(unique, candidates)
+            self._seen = SeenEvents(pinned.silver_version)
+            return Dedup(unique, unique.select(*FIRST_COLUMNS).limit(0))
+        if self._seen is None or self._seen.silver_version != pinned.silver_version:
+            # A stream (re)starting, or a batch retried after a failure: from silver itself.
+            self._seen = seen_in(seen, pinned.silver_version)
+        # Every accepted id, not just `unique`'s: that would run the dedup window twice.
+        ids = accepted.select(id_hash()).toArrow().column(0).to_numpy(zero_copy_only=False)
+        held, times = self._seen.lookup(ids)
+        if not len(held):
+            return Dedup(unique, unique.select(*FIRST_COLUMNS).limit(0))
+        # The rows of the ids found, at their event times: Delta's statistics (and the days)
+        # skip every file that cannot hold them. A hash shared by two ids is told apart here.
+        at = sorted({from_micros(int(t)) for t in times})
+        earlier = seen.where(
+            F.col("event_date").isin(sorted({t.date() for t in at}))
+            & F.col("event_time").isin(at)
+            & id_hash().isin([int(h) for h in set(held.tolist())])
+        ).select(*FIRST_COLUMNS)
+        return Dedup(drop_seen_events(unique, earlier), earlier)
+
+    @property
+    def seen(self) -> SeenEvents:
+        assert self._seen is not None, "new_events() builds it"
+        return self._seen
 
     # --- views ---------------------------------------------------------------------------
 
@@ -643,7 +686,8 @@ class MicroBatchProcessor:
             "input_rows": stats.input_rows,
             "rows_per_second": stats.input_rows / duration if duration > 0 else None,
             "quarantined": stats.quarantined,
-            "duplicates": stats.input_rows - stats.quarantined - stats.new_events,
+            "duplicates": stats.duplicates,
+            "conflicting_duplicates": stats.conflicting,
             "new_events": stats.new_events,
             "late_events": stats.late_events,
             "on_time_events": stats.on_time,

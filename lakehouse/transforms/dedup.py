@@ -1,11 +1,31 @@
-"""Deduplication by event_id: the first delivery wins (lowest Kafka partition, offset)."""
+"""Deduplication by event_id: the first delivery in the log wins, whatever a later one says.
+
+A later delivery is a duplicate. One whose content differs from the first's (another
+event_time, type, amount, ...: a client reusing an id, or rebuilding the payload on retry)
+is a conflicting duplicate, and is quarantined with the first delivery's position, so that
+nothing it said is hidden. `sent_at` is not content: a retry may stamp it again.
+"""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from lakehouse.core.events import REASON_CONFLICTING_DUPLICATE
+
 DEDUP_COLUMNS = ("event_id", "kafka_partition", "kafka_offset")  # what deciding reads
+CONTENT_COLUMNS = (
+    "event_type",
+    "user_id",
+    "session_id",
+    "page",
+    "product_id",
+    "amount",
+    "event_time",
+)
+FIRST_COLUMNS = (*DEDUP_COLUMNS, *CONTENT_COLUMNS)  # what a first delivery is compared by
 
 
 def first_delivery_per_event(events: DataFrame) -> DataFrame:
@@ -22,3 +42,51 @@ def first_delivery_per_event(events: DataFrame) -> DataFrame:
 def drop_seen_events(events: DataFrame, seen: DataFrame) -> DataFrame:
     """Events whose event_id is not in `seen` (a DataFrame with an event_id column)."""
     return events.join(seen.select("event_id"), "event_id", "left_anti")
+
+
+def conflicting_deliveries(deliveries: DataFrame, firsts: DataFrame) -> DataFrame:
+    """The deliveries (accepted events) that are not their event's first delivery (`firsts`,
+    one row per event_id, FIRST_COLUMNS) and whose content differs from it: their position
+    and the first's (first_partition, first_offset)."""
+    first = firsts.select(
+        "event_id",
+        F.col("kafka_partition").alias("first_partition"),
+        F.col("kafka_offset").alias("first_offset"),
+        *(F.col(c).alias(f"first_{c}") for c in CONTENT_COLUMNS),
+    )
+    same: Column = reduce(
+        Column.__and__, [F.col(c).eqNullSafe(F.col(f"first_{c}")) for c in CONTENT_COLUMNS]
+    )
+    is_first = (F.col("kafka_partition") == F.col("first_partition")) & (
+        F.col("kafka_offset") == F.col("first_offset")
+    )
+    return (
+        deliveries.join(first, "event_id")
+        .where(~is_first & ~same)
+        .select("kafka_partition", "kafka_offset", "first_partition", "first_offset")
+    )
+
+
+def conflicting_records(checked: DataFrame, conflicts: DataFrame) -> DataFrame:
+    """Quarantine rows (lakehouse.transforms.validate.quarantined_records' shape) for the
+    conflicting deliveries among validated bronze rows `checked`."""
+    return checked.join(
+        conflicts.withColumnsRenamed({"kafka_partition": "partition", "kafka_offset": "offset"}),
+        ["partition", "offset"],
+    ).select(
+        "topic",
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        "kafka_timestamp",
+        "key",
+        "value",
+        F.octet_length("value").alias("value_bytes"),
+        F.array(F.lit(REASON_CONFLICTING_DUPLICATE)).alias("reasons"),
+        F.format_string(
+            f"{REASON_CONFLICTING_DUPLICATE}: the first delivery, at partition %d offset %d, "
+            "says otherwise",
+            "first_partition",
+            "first_offset",
+        ).alias("reason"),
+        F.col("ingested_at").alias("quarantined_at"),
+    )

@@ -12,8 +12,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings
-from lakehouse.core.delta_io import append_once, read_table, table_version
+from lakehouse.core.delta_io import append_once, read_table, read_table_at, table_version
 from lakehouse.core.frames import rows_frame
+from lakehouse.core.tables import table
 from lakehouse.speed.micro_batch import (
     COMPACTED,
     VACUUMED,
@@ -21,58 +22,55 @@ from lakehouse.speed.micro_batch import (
     PinnedState,
     SpeedOutputs,
 )
+from lakehouse.speed.seen_events import SeenEvents, id_hash, seen_in
+from lakehouse.transforms.dedup import FIRST_COLUMNS, conflicting_deliveries
 from tests.delta_files import age_commits, replaced_files
 from tests.lakehouses import copied, local_lakehouse, moved_to
 from tests.micro_batches import kafka_records, query_checkpoint
 
-# Silver's columns that these tests read, and those its Delta statistics are kept for.
-SCHEMA = (
-    "event_id string, event_time timestamp, event_date date, kafka_partition int, "
-    "kafka_offset long, kafka_timestamp timestamp, ingested_at timestamp"
-)
 
+def deliveries(spark, *events: tuple[str, str, int, str]):
+    """Accepted events in silver's shape: (event_id, event_time, offset, page)."""
 
-def rows(spark, *events: tuple[str, str, int]):
-    def row(eid: str, t: str, offset: int) -> tuple:
+    def row(eid: str, t: str, offset: int, page: str) -> dict:
         at = datetime.fromisoformat(t)
-        return (eid, at, at.date(), 0, offset, at, at)
+        event = dict(event_id=eid, event_type="click", user_id="u1", session_id=None, page=page)
+        event |= dict(product_id="p1", amount=None, event_time=at, sent_at=at)
+        event |= dict(event_date=at.date(), kafka_partition=0, kafka_offset=offset)
+        return event | dict(kafka_timestamp=at, ingested_at=at, arrived_late=False)
 
-    return rows_frame(spark, [row(*e) for e in events], SCHEMA)
-
-
-def with_small_silver() -> SpeedOutputs:
-    """The live outputs, but silver of only the columns these dedup tests write and read."""
-    live = SpeedOutputs.live()
-    return replace(live, silver=replace(live.silver, schema=SCHEMA))
+    return rows_frame(spark, [row(*e) for e in events], table("silver.events").spark_schema())
 
 
-def test_events_already_in_silver_are_dropped_at_the_edges_of_the_batch_time_range(
-    spark, local_settings
-) -> None:
-    out = with_small_silver()
-    # Two commits, two files: one before the batch's event times, one inside them.
-    append_once(rows(spark, ("e1", "2026-03-01T10:00:00", 0)), out.silver, local_settings, "t", 0)
-    append_once(rows(spark, ("e2", "2026-03-01T12:30:00", 1)), out.silver, local_settings, "t", 1)
-    batch = rows(
+def test_the_first_delivery_wins_whatever_a_later_one_says(spark, local_settings) -> None:
+    """A later delivery of an event_id is dropped wherever the first is (in silver at any
+    event time, or earlier in the batch); one that says something else is a conflict."""
+    out = SpeedOutputs.live()
+    # Two commits, two files, hours apart.
+    first = deliveries(spark, ("e1", "2026-03-01T10:00:00", 0, "/"))
+    append_once(first, out.silver, local_settings, "t", 0)
+    second = deliveries(spark, ("e2", "2026-03-01T12:30:00", 1, "/"))
+    append_once(second, out.silver, local_settings, "t", 1)
+    batch = deliveries(
         spark,
-        ("e1", "2026-03-01T10:00:00", 7),  # seen, at the batch's first event time
-        ("e2", "2026-03-01T12:30:00", 8),  # seen, at its last
-        ("e3", "2026-03-01T11:00:00", 9),  # new
-        ("e3", "2026-03-01T11:00:00", 10),  # a second delivery in the same batch
-    )
+        # In silver two hours earlier, outside the batch's event times: a conflict.
+        ("e1", "2026-03-01T12:00:00", 7, "/"),
+        ("e2", "2026-03-01T12:30:00", 9, "/"),  # in silver, the same
+        ("e3", "2026-03-01T12:10:00", 10, "/"),  # new
+        ("e3", "2026-03-01T12:10:00", 11, "/"),  # delivered again in the batch
+        ("e4", "2026-03-01T12:15:00", 12, "/a"),  # new
+        ("e4", "2026-03-01T12:15:00", 13, "/b"),  # delivered again, another page: a conflict
+    ).drop("arrived_late")
     processor = MicroBatchProcessor(local_settings, out, "unused")
     pinned = PinnedState(silver_version=table_version(spark, out.silver, local_settings))
-    new = processor.new_events(spark, batch, pinned).collect()
-    assert [(r["event_id"], r["kafka_offset"]) for r in new] == [("e3", 9)]
 
+    dedup = processor.new_events(spark, batch, pinned)
 
-def test_a_batch_outside_silver_s_time_range_keeps_all_its_events(spark, local_settings) -> None:
-    out = with_small_silver()
-    append_once(rows(spark, ("e1", "2026-03-01T10:00:00", 0)), out.silver, local_settings, "t", 0)
-    batch = rows(spark, ("e2", "2026-03-02T10:00:00", 1))
-    processor = MicroBatchProcessor(local_settings, out, "unused")
-    new = processor.new_events(spark, batch, PinnedState(silver_version=0)).collect()
-    assert [r["event_id"] for r in new] == ["e2"]
+    new = dedup.new.orderBy("kafka_offset").collect()
+    assert [(r["event_id"], r["kafka_offset"]) for r in new] == [("e3", 10), ("e4", 12)]
+    firsts = dedup.earlier.unionByName(dedup.new.select(*FIRST_COLUMNS))
+    conflicts = conflicting_deliveries(batch, firsts).orderBy("kafka_offset").collect()
+    assert [(r["kafka_offset"], r["first_offset"]) for r in conflicts] == [(7, 0), (13, 12)]
 
 
 def test_the_state_a_batch_leaves_in_memory_is_what_the_next_batch_would_read_back(
@@ -91,6 +89,19 @@ def test_the_state_a_batch_leaves_in_memory_is_what_the_next_batch_would_read_ba
     assert read_back.offsets == {0: 60}
     assert read_back.waiting == 40
     assert read_back.silver_version == table_version(spark, SpeedOutputs.live().silver, settings)
+    # The event_ids it knows silver holds: what a restarted stream reads from silver.
+    silver = read_table_at(spark, SpeedOutputs.live().silver, settings, read_back.silver_version)
+    assert silver is not None
+    rebuilt = seen_in(silver, read_back.silver_version)
+    assert streamed.seen.silver_version == rebuilt.silver_version
+    assert len(streamed.seen) == len(rebuilt) == silver.count() == 60
+    every_id = silver.select(id_hash()).toArrow().column(0).to_numpy()
+
+    def held(seen: SeenEvents) -> list[tuple[int, int]]:
+        hashes, times = seen.lookup(every_id)
+        return sorted(zip(hashes.tolist(), times.tolist(), strict=True))
+
+    assert held(streamed.seen) == held(rebuilt)
 
 
 def test_a_write_failing_beside_the_others_fails_the_batch_and_its_retry_writes_once(
@@ -100,7 +111,6 @@ def test_a_write_failing_beside_the_others_fails_the_batch_and_its_retry_writes_
     must still fail the batch before its progress row, and the retry must skip what the
     others committed."""
     import time
-    from dataclasses import replace
     from datetime import UTC, timedelta
 
     assert local_settings.speed.write_threads > 1
@@ -349,6 +359,7 @@ class Streamed:
     plain_folder: Path  # nothing writes to it: copy it
     plain: Settings
     committed: tuple[str, int, PinnedState] | None  # the state batch 1 left in memory
+    seen: SeenEvents  # the event_ids it knew silver held then
     kept_by_plain: tuple[str, set[str]]  # the table plain vacuumed, and its replaced files
     looked_after: Settings
     rows_after_compaction: dict[str, list[str]]  # `looked_after`'s rows after batch 1
@@ -402,6 +413,7 @@ def streamed(spark, tmp_path_factory) -> Streamed:
         plain_folder=folder / "plain",
         plain=plain,
         committed=processor._committed,
+        seen=processor.seen,
         kept_by_plain=(
             vacuumed,
             replaced_files(spark, getattr(out, vacuumed).path(plain)),
@@ -462,7 +474,6 @@ def test_a_batch_retried_after_a_week_s_stop_reads_silver_as_it_was(
     the table's deletedFileRetentionDuration (7 days) old: Delta 4 refuses by default to read
     it, and the stream could never start again. Batches 0 and 1 are the module's stream's,
     in a copy of what they left."""
-    from dataclasses import replace
 
     settings = moved_to(streamed.plain, copied(streamed.plain_folder, tmp_path / "copy"))
     out = SpeedOutputs.live()
