@@ -1,7 +1,8 @@
 """The batch layer: recompute every view, complete, for a closed interval [start, end).
 
 Reads bronze.events_raw (the master dataset) at one pinned version and runs the speed
-layer's own parse, validate, dedup and view functions on it as a static DataFrame. Late
+layer's own parse, validate and view functions on it as a static DataFrame, keeping each
+event's first delivery in bronze (batch.first_deliveries, brought up to date first). Late
 events are simply events here, so the results are complete.
 
 Which rows an interval owns: those whose view time (window_start, session_start) is in
@@ -29,11 +30,17 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
+from lakehouse.batch.first_deliveries import (
+    FIRST_DELIVERIES,
+    only_first_deliveries,
+    update_first_deliveries,
+)
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
     append_once,
     last_vacuum_end,
     overwrite_where,
+    read_table,
     read_table_at,
     small_frame,
     table_version,
@@ -41,7 +48,7 @@ from lakehouse.core.delta_io import (
 )
 from lakehouse.core.tables import BATCH, table
 from lakehouse.core.times import EPOCH, TimeRangeError, from_micros, handled
-from lakehouse.transforms.dedup import DEDUP_COLUMNS, first_delivery_per_event
+from lakehouse.transforms.dedup import DEDUP_COLUMNS
 from lakehouse.transforms.lateness import WatermarkRule, partition_marks
 from lakehouse.transforms.parse import parse_events
 from lakehouse.transforms.validate import ValidationRules, accepted_events, validate_events
@@ -153,6 +160,10 @@ def recompute_interval(
         )
     raw = read_table_at(spark, BRONZE, settings, bronze_version)
     assert raw is not None
+    # Every id's first delivery, from bronze up to its newest version: at least all of the
+    # version read (bronze is only appended to).
+    update_first_deliveries(spark, settings)
+    firsts = read_table(spark, FIRST_DELIVERIES, settings)
     lookback = timedelta(seconds=max(v.lookback_seconds for v in VIEWS.values()))
     tolerance = timedelta(seconds=settings.speed.future_tolerance_seconds)
     first_needed = interval.start - lookback
@@ -163,7 +174,7 @@ def recompute_interval(
         .transform(accepted_events)
         # Only what dedup, the run's figures and the views read: less to shuffle and cache.
         .select(*DEDUP_COLUMNS, "kafka_timestamp", *VIEW_INPUT_COLUMNS)
-        .transform(first_delivery_per_event)
+        .transform(only_first_deliveries, firsts)
         # kafka_partition stays: the watermark is decided per partition.
         .drop("event_id", "kafka_offset")
         .where(F.col("event_time") >= F.lit(first_needed))

@@ -7,6 +7,7 @@ from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.frames import rows_frame
 from lakehouse.core.spark import HOW_TO_RUN
@@ -52,6 +53,35 @@ def append_stream_available_now(
         .trigger(availableNow=True)
         .start(table.path(settings))
     )
+
+
+def each_new_chunk(
+    spark: SparkSession,
+    source: Table,
+    settings: Settings,
+    consumer: Table,
+    process: Callable[[DataFrame, str, int], None],
+) -> None:
+    """Run `process(rows, query_id, chunk_id)` on the rows appended to `source` since the last
+    call for `consumer` (all of them the first time), chunk by chunk in commit order, each
+    chunk once (a checkpoint beside `consumer`, whose id is `query_id`: chunk ids start again
+    from 0 with a new one); return when caught up. Commits that only rearrange files
+    (compaction) bring no rows."""
+    checkpoint = consumer.checkpoint(f"from-{source.name}", settings)
+
+    def run(rows: DataFrame, chunk_id: int) -> None:
+        process(rows, checkpoint_query_id(spark, checkpoint), chunk_id)
+
+    query = (
+        spark.readStream.format("delta")
+        .load(source.path(settings))
+        .drop(*source.layout_names)
+        .writeStream.foreachBatch(run)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
 
 
 def read_table(spark: SparkSession, table: Table, settings: Settings) -> DataFrame:

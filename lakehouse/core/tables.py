@@ -137,6 +137,9 @@ POINTER = (
     "at timestamp, action string, version string, previous string, active string, "
     "forced boolean, gate string, by string, pins map<string,bigint>"
 )
+FIRST_DELIVERIES = (
+    "event_id string, kafka_partition int, kafka_offset bigint, ingested_at timestamp"
+)
 BATCH_RUNS = (
     "run_id string, view string, interval_start timestamp, interval_end timestamp, "
     "final_until timestamp, rows bigint, table_version bigint, bronze_version bigint, "
@@ -234,6 +237,12 @@ TABLES: dict[str, Table] = {
             "One row per micro-batch: counts, watermark, duration, Kafka lag, freshness",
             schema=PROGRESS,
             checkpoint_interval=83,
+        ),
+        Table(
+            "batch.first_deliveries",
+            BATCH,
+            "Each event_id's first accepted delivery in bronze: the batch layer's dedup",
+            schema=FIRST_DELIVERIES,
         ),
         Table(
             "batch.event_counts_1m",
