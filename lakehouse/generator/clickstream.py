@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.events import (
     EVENT_TYPES,
+    REASON_CONFLICTING_DUPLICATE,
     REASON_FUTURE,
     REASON_MALFORMED,
     REASON_MISSING,
@@ -78,6 +79,8 @@ KINDS = (
     "missing_field",
     "oversized",
     "future",
+    "redelivery",
+    "ahead",
 )
 ANOMALY_KINDS = KINDS[1:]
 FATE_SILVER = "silver"
@@ -86,10 +89,15 @@ FATE_QUARANTINE = "quarantine"
 
 # Oversized records get a smaller share: each is ~250 normal records' worth of bytes, and at
 # the same share they would be most of the stream's volume.
+# An event far ahead gets a tiny one: the watermark waits for a few events of a partition to
+# reach a time (lakehouse.transforms.lateness), and a stream mostly ahead is no longer "one
+# event ahead of the rest".
 ANOMALY_PRESETS: dict[str, dict[str, float]] = {
     "none": {},
-    "default": dict.fromkeys(ANOMALY_KINDS, 0.02) | {"oversized": 0.002},
-    "all": dict.fromkeys(ANOMALY_KINDS, 0.05) | {"oversized": 0.01},
+    "default": dict.fromkeys(ANOMALY_KINDS, 0.02)
+    | {"oversized": 0.002, "redelivery": 0.01, "ahead": 0.001},
+    "all": dict.fromkeys(ANOMALY_KINDS, 0.05)
+    | {"oversized": 0.01, "redelivery": 0.02, "ahead": 0.002},
 }
 MAX_ANOMALY_SHARE = 0.5
 
@@ -103,6 +111,12 @@ FUTURE_MS = (86_400_000 + 1, 30 * 86_400_000)
 MAX_JITTER_MS = 50
 # Duplicates re-send a recent event, as a producer retry or an at-least-once hop would.
 DUPLICATE_WINDOW = 1_000
+# A re-delivery says something else: a later event_time (by up to this, never past the wall
+# clock) or, when the stream is too close to the clock for that, another page.
+REDELIVERY_SHIFT_MS = (60_000, 2 * 3_600_000)
+# An event this far ahead of the stream's clock (never past the wall clock), as when one
+# current event is sent among a backlog of old ones.
+AHEAD_MS = 2 * 3_600_000
 # Ordinary events are ~330 bytes; the limit must leave them well clear of it.
 MIN_RECORD_LIMIT = 1_024
 # Oversized records must still fit Kafka's default 1 MB message limit to be delivered.
@@ -134,6 +148,8 @@ class GeneratorConfig:
     missing_field: float = 0.0
     oversized: float = 0.0
     future: float = 0.0
+    redelivery: float = 0.0
+    ahead: float = 0.0
     late_min: timedelta = timedelta(minutes=15)
     late_max: timedelta = timedelta(hours=3)
     max_record_bytes: int = 65_536
@@ -256,13 +272,15 @@ class _Stream:
             "missing_field": self._missing_field,
             "oversized": self._oversized,
             "future": self._future,
+            "redelivery": self._redelivery,
+            "ahead": self._ahead,
         }
 
     def records(self) -> Iterator[GeneratedRecord]:
         for seq in range(self.cfg.count):
             kind = self._pick_kind()
-            if kind == "duplicate" and not self.recent:
-                kind = "ok"  # nothing sent yet to duplicate
+            if kind in ("duplicate", "redelivery") and not self.recent:
+                kind = "ok"  # nothing sent yet to deliver again
             record = self.builders[kind](seq, self._clock_ms(seq))
             if record.ledger["expected"] == FATE_SILVER:
                 self.recent.append(record)
@@ -343,6 +361,30 @@ class _Stream:
         )
         return GeneratedRecord(original.key, original.value, ledger)
 
+    def _redelivery(self, seq: int, clock_ms: int) -> GeneratedRecord:
+        """An event_id delivered again by a client that rebuilt the event: the first
+        delivery stays, this one is quarantined as a conflict."""
+        original = self.rng.choice(self.recent)
+        event = json.loads(original.value)
+        room = self._wall_ms() - _parse_ms(event["event_time"])
+        if room >= REDELIVERY_SHIFT_MS[0]:
+            shift = self.rng.randint(REDELIVERY_SHIFT_MS[0], min(room, REDELIVERY_SHIFT_MS[1]))
+            event["event_time"] = _iso(_parse_ms(event["event_time"]) + shift)
+        else:
+            event["page"] = next(p for p in (*self.cfg.pages, "/elsewhere") if p != event["page"])
+        record = self._record(
+            seq, clock_ms, "redelivery", event, _dumps(event), (REASON_CONFLICTING_DUPLICATE,)
+        )
+        record.ledger["duplicate_of"] = original.ledger["seq"]
+        return record
+
+    def _ahead(self, seq: int, clock_ms: int) -> GeneratedRecord:
+        event_ms = max(clock_ms, min(clock_ms + AHEAD_MS, self._wall_ms()))
+        return self._valid(seq, clock_ms, "ahead", event_ms)
+
+    def _wall_ms(self) -> int:
+        return _to_ms(self.cfg.now or datetime.now(UTC))
+
     def _malformed(self, seq: int, clock_ms: int) -> GeneratedRecord:
         event = self._event(clock_ms, clock_ms)
         text = _dumps(event)
@@ -385,8 +427,7 @@ class _Stream:
         return self._record(seq, clock_ms, "oversized", event, value, (REASON_OVERSIZED,))
 
     def _future(self, seq: int, clock_ms: int) -> GeneratedRecord:
-        now_ms = _to_ms(self.cfg.now or datetime.now(UTC))
-        event = self._event(clock_ms, now_ms + self.rng.randint(*FUTURE_MS))
+        event = self._event(clock_ms, self._wall_ms() + self.rng.randint(*FUTURE_MS))
         return self._record(seq, clock_ms, "future", event, _dumps(event), (REASON_FUTURE,))
 
     def _record(
@@ -449,6 +490,10 @@ def _dumps(event: dict[str, Any]) -> str:
 
 def _to_ms(moment: datetime) -> int:
     return (moment.astimezone(UTC) - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _parse_ms(iso: str) -> int:
+    return _to_ms(datetime.fromisoformat(iso.replace("Z", "+00:00")))
 
 
 def _from_ms(ms: int) -> datetime:

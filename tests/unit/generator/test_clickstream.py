@@ -20,6 +20,7 @@ from lakehouse.core.events import (
     ISO_TIMESTAMP_PATTERN,
     MAX_EVENT_ID_LENGTH,
     REASON_BAD_EVENT_TYPE,
+    REASON_CONFLICTING_DUPLICATE,
     REASON_EVENT_ID_TOO_LONG,
     REASON_FUTURE,
     REASON_MALFORMED,
@@ -161,7 +162,9 @@ def test_every_record_triggers_exactly_its_reasons(
 ) -> None:
     for record in records:
         reasons = contract_reasons(record.value, NOW, cfg.max_record_bytes)
-        assert sorted(reasons) == sorted(record.ledger["expected_reasons"]), record.ledger
+        # A conflict is not the record's own: it is its event_id's earlier delivery.
+        own = set(record.ledger["expected_reasons"]) - {REASON_CONFLICTING_DUPLICATE}
+        assert sorted(reasons) == sorted(own), record.ledger
 
 
 def test_clean_events_are_realistic_and_in_event_time_order(
@@ -234,6 +237,38 @@ def test_duplicates_resend_the_bytes_and_key_of_an_accepted_event(
         assert record.ledger["event_id"] == original.ledger["event_id"]
         assert record.ledger["expected"] == FATE_DUPLICATE
         assert record.ledger["event_type"] is None, "counted once, under the original"
+
+
+def test_redeliveries_reuse_an_accepted_event_s_id_and_say_something_else(
+    records: list[GeneratedRecord],
+) -> None:
+    for record in of_kind(records, "redelivery"):
+        original = records[record.ledger["duplicate_of"]]
+        assert original.ledger["seq"] < record.ledger["seq"]
+        assert original.ledger["expected"] == FATE_SILVER
+        first, again = json.loads(original.value), json.loads(record.value)
+        assert again["event_id"] == first["event_id"] == record.ledger["event_id"]
+        changed = {k for k in first if first[k] != again[k]}
+        assert changed in ({"event_time"}, {"page"}), changed
+        if changed == {"event_time"}:
+            assert parse_time(first["event_time"]) < parse_time(again["event_time"]) <= NOW
+        assert record.ledger["expected"] == FATE_QUARANTINE
+        assert record.ledger["expected_reasons"] == [REASON_CONFLICTING_DUPLICATE]
+
+    def time_of(record: GeneratedRecord) -> str:
+        return json.loads(record.value)["event_time"]
+
+    redelivered = of_kind(records, "redelivery")
+    shifted = [r for r in redelivered if time_of(r) != time_of(records[r.ledger["duplicate_of"]])]
+    assert shifted, "some re-deliveries carry another event_time"
+
+
+def test_an_event_ahead_is_hours_ahead_of_the_stream_never_of_the_wall_clock() -> None:
+    records = list(generate_records(make_config(ahead=0.01)))
+    for record in of_kind(records, "ahead"):
+        clock, event_time = (parse_time(record.ledger[k]) for k in ("clock", "event_time"))
+        assert event_time == min(clock + timedelta(hours=2), NOW) > clock + timedelta(minutes=30)
+        assert record.ledger["expected"] == FATE_SILVER
 
 
 def test_malformed_records_are_not_json(records: list[GeneratedRecord]) -> None:
