@@ -81,8 +81,11 @@ def test_every_record_is_accounted_for(spark: SparkSession, speed_run) -> None:
     silver = load(spark, settings, "silver").count()
     quarantined = load(spark, settings, "quarantine").count()
     duplicates = int(progress["duplicates"].sum())
+    # A conflicting duplicate is a duplicate, and quarantined to show what it said.
+    conflicting = int(progress["conflicting_duplicates"].sum())
+    assert conflicting == sum(e["kind"] == "redelivery" for e in ledger) > 0
     assert consumed == len(ledger) == load(spark, settings, "raw").count()
-    assert consumed == silver + quarantined + duplicates
+    assert consumed == silver + quarantined + duplicates - conflicting
     assert (
         progress["input_rows"]
         == progress["quarantined"] + progress["duplicates"] + progress["new_events"]
@@ -105,14 +108,27 @@ def test_every_refused_record_is_quarantined_with_its_reasons(
     assert {k for k in ledger[0]} >= {"partition", "offset"}
     assert found == expected
     kinds = {e["kind"] for e in ledger if e["expected"] == "quarantine"}
-    assert kinds == {"malformed", "wrong_type", "missing_field", "oversized", "future"}
+    assert kinds == {
+        "malformed",
+        "wrong_type",
+        "missing_field",
+        "oversized",
+        "future",
+        "redelivery",
+    }
 
 
-def test_every_accepted_event_is_in_silver_once(spark: SparkSession, speed_run) -> None:
+def test_every_accepted_event_is_in_silver_once_as_first_delivered(
+    spark: SparkSession, speed_run
+) -> None:
     settings, ledger = speed_run
-    silver = load(spark, settings, "silver").select("event_id").toPandas()["event_id"]
-    assert silver.is_unique
-    assert set(silver) == {e["event_id"] for e in ledger if e["expected"] == "silver"}
+    rows = load(spark, settings, "silver").select("event_id", "kafka_partition", "kafka_offset")
+    silver = rows.toPandas()
+    assert silver["event_id"].is_unique
+    assert set(silver.itertuples(index=False, name=None)) == {
+        (e["event_id"], e["partition"], e["offset"]) for e in ledger if e["expected"] == "silver"
+    }
+    silver = silver["event_id"]
     duplicated = {e["event_id"] for e in ledger if e["expected"] == "duplicate"}
     assert duplicated and duplicated <= set(silver), "a duplicate's original is kept, once"
 
@@ -125,6 +141,13 @@ def test_windows_plus_late_events_equal_a_recomputation_from_the_ledger(
     accepted = expect.accepted(ledger)
     late_ids = {r["event_id"] for r in load(spark, settings, "late").select("event_id").collect()}
     assert late_ids, "the anomalies must produce some late events"
+    # Only what the generator made late is: the events it sent far ahead of the rest
+    # (kind "ahead") moved no watermark.
+    set_aside = {
+        e["kind"] for e in ledger if e["expected"] == "silver" and e["event_id"] in late_ids
+    }
+    assert set_aside == {"late"}
+    assert any(e["kind"] == "ahead" for e in ledger)
     late = accepted[accepted["event_id"].isin(late_ids)]
     on_time = accepted[~accepted["event_id"].isin(late_ids)]
 
