@@ -36,8 +36,8 @@ def print_report(report: DemoReport) -> None:
     print("\n==> accounting over the whole log")
     print(
         f"    consumed {counts.consumed} = silver {counts.silver} + quarantined "
-        f"{counts.quarantined} + duplicates {counts.duplicates}   "
-        f"[{'balanced' if counts.balanced else 'NOT BALANCED'}]"
+        f"{counts.quarantined} + duplicates {counts.duplicates} - quarantined duplicates "
+        f"{counts.conflicting}   [{'balanced' if counts.balanced else 'NOT BALANCED'}]"
     )
     print(f"    late events set aside: {counts.late}")
     shown = report.reasons[:QUARANTINE_REASONS_SHOWN]

@@ -30,7 +30,7 @@ HOUR = timedelta(hours=1)
 EVENTS = 4000
 # Several micro-batches: events that reach a later one behind the watermark the earlier ones
 # moved are set aside as late, which is what batch = speed + late is about.
-OFFSETS_PER_BATCH = 1500
+OFFSETS_PER_BATCH = 1000
 
 
 def environment(root: Path, topic: str) -> dict[str, str]:

@@ -95,4 +95,5 @@ def test_demo_job_end_to_end_on_minio(
     assert counts.balanced, counts
     assert counts.consumed == 400
     assert counts.quarantined > 0 and counts.duplicates > 0
+    assert counts.late > 0, "read in several micro-batches: some events are set aside as late"
     assert report.reasons and report.newest_windows and report.seam is None
