@@ -39,13 +39,19 @@ from lakehouse.core.delta_io import (
     table_version,
     vacuum_replaced_files,
 )
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.spark import interpreted_projections, release_local_checkpoint
 from lakehouse.core.tables import REPLAY, SPEED, Table, table
-from lakehouse.core.times import from_micros
-from lakehouse.speed.seen_events import SeenEvents, id_hash, seen_in
+from lakehouse.speed.seen_events import (
+    SeenEvents,
+    fingerprint,
+    held_arrays,
+    position_of,
+    seen_in,
+)
 from lakehouse.transforms.bronze import RAW_COLUMNS, to_raw_records
 from lakehouse.transforms.dedup import (
-    FIRST_COLUMNS,
+    as_firsts,
     conflicting_deliveries,
     conflicting_records,
     drop_seen_events,
@@ -148,10 +154,14 @@ class SpeedOutputs:
         }[view_name]
 
 
+# The first deliveries in silver of a batch's other event_ids (transforms.dedup FIRST_COLUMNS).
+FIRSTS_SCHEMA = "event_id string, kafka_partition int, kafka_offset bigint, content bigint"
+
+
 @dataclass(frozen=True)
 class Dedup:
     new: DataFrame  # accepted events seen for the first time
-    earlier: DataFrame  # silver's rows of the batch's other event_ids (FIRST_COLUMNS)
+    earlier: DataFrame  # silver's first deliveries of the batch's other event_ids
 
 
 @dataclass(frozen=True)
@@ -372,7 +382,7 @@ class MicroBatchProcessor:
                 # would invalidate a cache of it and recompute the dedup for every later use.
                 new = dedup.new.localCheckpoint()
                 firsts = dedup.earlier.localCheckpoint()
-                added = new.select(id_hash(), F.unix_micros("event_time")).toArrow()
+                added = held_arrays(new)
             wm = pinned.watermark_micros
             flagged = new.withColumn(
                 "arrived_late",
@@ -387,7 +397,7 @@ class MicroBatchProcessor:
                 conflicts = None
                 if stats.duplicates:
                     conflicts = conflicting_deliveries(
-                        accepted, firsts.unionByName(new.select(*FIRST_COLUMNS))
+                        accepted, firsts.unionByName(as_firsts(new))
                     ).localCheckpoint()
                     stats = replace(stats, conflicting=conflicts.count())
             quarantined = quarantined_records(checked)
@@ -455,11 +465,7 @@ class MicroBatchProcessor:
                 )
                 append_once(progress, out.progress, settings, app, batch_id)
             self._committed = (app, batch_id + 1, pinned_from(row))
-            self.seen.add(
-                added.column(0).to_numpy(zero_copy_only=False),
-                added.column(1).to_numpy(zero_copy_only=False),
-                row["silver_version"],
-            )
+            self.seen.add(added, row["silver_version"])
         finally:
             checked.unpersist()
             for frame in (new, firsts):
@@ -514,28 +520,30 @@ class MicroBatchProcessor:
 
     def new_events(self, spark: SparkSession, accepted: DataFrame, pinned: PinnedState) -> Dedup:
         """Accepted events not seen before: first delivery within the batch, and not already
-        in silver as it was after the previous batch, at whatever event time it is there."""
+        in silver as it was after the previous batch, whatever its event time there."""
         unique = first_delivery_per_event(accepted)
+        none_earlier = as_firsts(unique).limit(0)
         seen = read_table_at(spark, self.outputs.silver, self.settings, pinned.silver_version)
         if seen is None:
             self._seen = SeenEvents(pinned.silver_version)
-            return Dedup(unique, unique.select(*FIRST_COLUMNS).limit(0))
+            return Dedup(unique, none_earlier)
         if self._seen is None or self._seen.silver_version != pinned.silver_version:
             # A stream (re)starting, or a batch retried after a failure: from silver itself.
             self._seen = seen_in(seen, pinned.silver_version)
-        # Every accepted id, not just `unique`'s: that would run the dedup window twice.
-        ids = accepted.select(id_hash()).toArrow().column(0).to_numpy(zero_copy_only=False)
-        held, times = self._seen.lookup(ids)
-        if not len(held):
-            return Dedup(unique, unique.select(*FIRST_COLUMNS).limit(0))
-        # The rows of the ids found, at their event times: Delta's statistics (and the days)
-        # skip every file that cannot hold them. A hash shared by two ids is told apart here.
-        at = sorted({from_micros(int(t)) for t in times})
-        earlier = seen.where(
-            F.col("event_date").isin(sorted({t.date() for t in at}))
-            & F.col("event_time").isin(at)
-            & id_hash().isin([int(h) for h in set(held.tolist())])
-        ).select(*FIRST_COLUMNS)
+        h1, h2 = fingerprint()
+        ids = accepted.select("event_id", h1.alias("h1"), h2.alias("h2")).toArrow()
+        found = self._seen.lookup(
+            ids.column("h1").to_numpy(zero_copy_only=False),
+            ids.column("h2").to_numpy(zero_copy_only=False),
+        )
+        if not len(found.at):
+            return Dedup(unique, none_earlier)
+        event_ids = ids.column("event_id").to_pylist()
+        rows = {
+            event_ids[i]: (event_ids[i], *position_of(int(position)), int(content))
+            for i, content, position in zip(found.at, found.content, found.position, strict=True)
+        }
+        earlier = rows_frame(spark, list(rows.values()), FIRSTS_SCHEMA)
         return Dedup(drop_seen_events(unique, earlier), earlier)
 
     @property

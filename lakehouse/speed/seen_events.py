@@ -1,17 +1,17 @@
 """The event_ids silver already holds, as a lookup that costs the same whatever silver's size.
 
 A re-delivery may carry another event_time than the first delivery (a client reusing an id,
-or rebuilding the payload on retry), so silver's time layout cannot find the first: the
-stream keeps, on the driver, every silver event_id's 64-bit hash (Spark's xxhash64) with its
-first delivery's event_time, in sorted arrays. A micro-batch looks its ids up there (a binary
-search each), and reads from silver only the rows of the ids found, at their event times,
-which Delta's file statistics locate: the few real duplicates, and a hash collision now and
-then (one in about 10^12 pairs), which that read tells apart.
+or rebuilding the payload on retry), so silver's layout by time cannot find the first: the
+stream keeps, on the driver, every silver event_id's 128-bit fingerprint (two 64-bit
+xxhash64 hashes) with its first delivery's position and content hash, in sorted arrays. A
+micro-batch looks its ids up there (a binary search each) and reads nothing from silver. Two
+ids share a fingerprint with odds of about 10^-25 among ten million ids: the fingerprint is
+taken as the id, as a UUID is taken as unique.
 
-It holds every id silver holds (16 bytes each: 160 MB for 10 million events), so a
+It holds every id silver holds (32 bytes each: 320 MB for 10 million events), so a
 re-delivery is caught however long after the first. It is built from silver, at the version
-a batch pins, when the stream starts (one read of silver's event_id and event_time), and a
-batch adds its own ids once it has committed, so a retried batch never sees its own.
+a batch pins, when the stream starts (one read of silver), and a batch adds its own ids once
+it has committed, so a retried batch never sees its own.
 """
 
 from __future__ import annotations
@@ -21,84 +21,122 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lakehouse.transforms.dedup import content_hash
+
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
-# New ids wait in a small array; they join the sorted one when it reaches this size, so a
+# New ids wait in small arrays; they join the sorted ones when they reach this many, so a
 # batch's additions cost a sort of the batch, not of everything held.
 MERGE_AT = 1 << 20
+# What the index keeps of a delivery, in this order (see `held_columns`).
+HELD = ("h1", "h2", "content", "position")
 
 
-def id_hash() -> Column:
-    """The hash the index keys on, as a Spark column of `event_id`."""
+def fingerprint() -> tuple[Column, Column]:
+    """The two hashes of `event_id` the index keys on (xxhash64, two seeds)."""
     from pyspark.sql import functions as F
 
-    return F.xxhash64("event_id")
+    return F.xxhash64("event_id"), F.xxhash64(F.lit("tributary"), "event_id")
+
+
+def held_columns() -> list[Column]:
+    """A delivery's HELD values, as Spark columns of an accepted event (silver's columns)."""
+    from pyspark.sql import functions as F
+
+    h1, h2 = fingerprint()
+    position = F.shiftleft(F.col("kafka_partition").cast("long"), 40) + F.col("kafka_offset")
+    return [
+        h1.alias("h1"),
+        h2.alias("h2"),
+        content_hash().alias("content"),
+        position.alias("position"),
+    ]
+
+
+def held_arrays(rows: DataFrame) -> dict[str, np.ndarray]:
+    """`rows` (an accepted event's columns) as HELD arrays, collected to the driver."""
+    table: pa.Table = rows.select(*held_columns()).toArrow()
+    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in HELD}
+
+
+def position_of(position: int) -> tuple[int, int]:
+    """(partition, offset) of a HELD position."""
+    return position >> 40, position & ((1 << 40) - 1)
+
+
+@dataclass(frozen=True)
+class Found:
+    """Which of the looked-up deliveries silver holds, and its first delivery's values."""
+
+    at: np.ndarray  # indexes into the looked-up arrays
+    content: np.ndarray
+    position: np.ndarray
 
 
 @dataclass
 class SeenEvents:
-    """event_id hash -> first delivery's event_time (micros), for one silver version."""
+    """event_id fingerprint -> first delivery's content hash and position, for one silver
+    version."""
 
     silver_version: int | None = None
-    _hashes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    _times: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    _recent_hashes: list[np.ndarray] = field(default_factory=list)
-    _recent_times: list[np.ndarray] = field(default_factory=list)
+    _held: dict[str, np.ndarray] = field(
+        default_factory=lambda: {name: np.empty(0, np.int64) for name in HELD}
+    )
+    _recent: list[dict[str, np.ndarray]] = field(default_factory=list)
 
     @classmethod
-    def of(cls, hashes: np.ndarray, times: np.ndarray, silver_version: int | None) -> SeenEvents:
+    def of(cls, held: dict[str, np.ndarray], silver_version: int | None) -> SeenEvents:
         seen = cls(silver_version)
-        seen.add(hashes, times, silver_version)
+        seen.add(held, silver_version)
         seen._merge()
         return seen
 
     def __len__(self) -> int:
-        return len(self._hashes) + sum(len(h) for h in self._recent_hashes)
+        return len(self._held["h1"]) + sum(len(r["h1"]) for r in self._recent)
 
-    def add(self, hashes: np.ndarray, times: np.ndarray, silver_version: int | None) -> None:
-        """Ids silver holds from `silver_version` on (a batch's, once committed)."""
-        self._recent_hashes.append(np.asarray(hashes, np.int64))
-        self._recent_times.append(np.asarray(times, np.int64))
+    def add(self, held: dict[str, np.ndarray], silver_version: int | None) -> None:
+        """Deliveries silver holds from `silver_version` on (a batch's, once committed)."""
+        self._recent.append({name: np.asarray(held[name], np.int64) for name in HELD})
         self.silver_version = silver_version
-        if sum(len(h) for h in self._recent_hashes) >= MERGE_AT:
+        if sum(len(r["h1"]) for r in self._recent) >= MERGE_AT:
             self._merge()
 
-    def lookup(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The hashes among `hashes` that are held, and the event times held for them (a
-        hash held for two ids gives both times)."""
-        hashes = np.asarray(hashes, np.int64)
-        hits: list[tuple[int, int]] = []
-        left = np.searchsorted(self._hashes, hashes, "left")
-        right = np.searchsorted(self._hashes, hashes, "right")
-        found = right > left
-        for first, end in zip(left[found], right[found], strict=True):
-            hits += zip(
-                self._hashes[first:end].tolist(), self._times[first:end].tolist(), strict=True
-            )
-        for recent_h, recent_t in zip(self._recent_hashes, self._recent_times, strict=True):
-            held = np.isin(recent_h, hashes)
-            hits += zip(recent_h[held].tolist(), recent_t[held].tolist(), strict=True)
-        pairs = np.array(hits, np.int64).reshape(-1, 2)
-        return pairs[:, 0], pairs[:, 1]
+    def lookup(self, h1: np.ndarray, h2: np.ndarray) -> Found:
+        """The deliveries (h1[i], h2[i]) whose id silver holds."""
+        h1, h2 = np.asarray(h1, np.int64), np.asarray(h2, np.int64)
+        at: list[int] = []
+        content: list[int] = []
+        position: list[int] = []
+
+        def take(i: int, held: dict[str, np.ndarray], j: int) -> None:
+            if held["h2"][j] == h2[i]:
+                at.append(i)
+                content.append(int(held["content"][j]))
+                position.append(int(held["position"][j]))
+
+        main = self._held
+        left = np.searchsorted(main["h1"], h1, "left")
+        right = np.searchsorted(main["h1"], h1, "right")
+        for i in np.nonzero(right > left)[0].tolist():
+            for j in range(int(left[i]), int(right[i])):
+                take(i, main, j)
+        for recent in self._recent:
+            for i in np.nonzero(np.isin(h1, recent["h1"]))[0].tolist():
+                for j in np.nonzero(recent["h1"] == h1[i])[0].tolist():
+                    take(i, recent, j)
+        return Found(np.array(at, np.int64), np.array(content, np.int64), np.array(position))
 
     def _merge(self) -> None:
-        if not self._recent_hashes:
+        if not self._recent:
             return
-        hashes = np.concatenate([self._hashes, *self._recent_hashes])
-        times = np.concatenate([self._times, *self._recent_times])
-        order = np.argsort(hashes, kind="stable")
-        self._hashes, self._times = hashes[order], times[order]
-        self._recent_hashes, self._recent_times = [], []
+        merged = {n: np.concatenate([self._held[n], *(r[n] for r in self._recent)]) for n in HELD}
+        order = np.argsort(merged["h1"], kind="stable")
+        self._held = {name: values[order] for name, values in merged.items()}
+        self._recent = []
 
 
 def seen_in(silver: DataFrame, silver_version: int | None) -> SeenEvents:
     """The index of `silver`, read at `silver_version`."""
-    from pyspark.sql import functions as F
-
-    table = silver.select(id_hash(), F.unix_micros("event_time")).toArrow()
-    return SeenEvents.of(
-        table.column(0).to_numpy(zero_copy_only=False),
-        table.column(1).to_numpy(zero_copy_only=False),
-        silver_version,
-    )
+    return SeenEvents.of(held_arrays(silver), silver_version)

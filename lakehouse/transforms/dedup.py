@@ -8,8 +8,6 @@ nothing it said is hidden. `sent_at` is not content: a retry may stamp it again.
 
 from __future__ import annotations
 
-from functools import reduce
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -25,7 +23,18 @@ CONTENT_COLUMNS = (
     "amount",
     "event_time",
 )
-FIRST_COLUMNS = (*DEDUP_COLUMNS, *CONTENT_COLUMNS)  # what a first delivery is compared by
+FIRST_COLUMNS = (*DEDUP_COLUMNS, "content")  # a first delivery, as later ones are compared
+
+
+def content_hash() -> Column:
+    """A 64-bit hash of an accepted event's content (CONTENT_COLUMNS), as JSON: which field is
+    absent is part of it."""
+    return F.xxhash64(F.to_json(F.struct(*CONTENT_COLUMNS)))
+
+
+def as_firsts(events: DataFrame) -> DataFrame:
+    """Accepted events as first deliveries (FIRST_COLUMNS)."""
+    return events.select(*DEDUP_COLUMNS, content_hash().alias("content"))
 
 
 def first_delivery_per_event(events: DataFrame) -> DataFrame:
@@ -52,17 +61,15 @@ def conflicting_deliveries(deliveries: DataFrame, firsts: DataFrame) -> DataFram
         "event_id",
         F.col("kafka_partition").alias("first_partition"),
         F.col("kafka_offset").alias("first_offset"),
-        *(F.col(c).alias(f"first_{c}") for c in CONTENT_COLUMNS),
-    )
-    same: Column = reduce(
-        Column.__and__, [F.col(c).eqNullSafe(F.col(f"first_{c}")) for c in CONTENT_COLUMNS]
+        F.col("content").alias("first_content"),
     )
     is_first = (F.col("kafka_partition") == F.col("first_partition")) & (
         F.col("kafka_offset") == F.col("first_offset")
     )
     return (
-        deliveries.join(first, "event_id")
-        .where(~is_first & ~same)
+        as_firsts(deliveries)
+        .join(first, "event_id")
+        .where(~is_first & (F.col("content") != F.col("first_content")))
         .select("kafka_partition", "kafka_offset", "first_partition", "first_offset")
     )
 

@@ -22,8 +22,8 @@ from lakehouse.speed.micro_batch import (
     PinnedState,
     SpeedOutputs,
 )
-from lakehouse.speed.seen_events import SeenEvents, id_hash, seen_in
-from lakehouse.transforms.dedup import FIRST_COLUMNS, conflicting_deliveries
+from lakehouse.speed.seen_events import SeenEvents, held_arrays, seen_in
+from lakehouse.transforms.dedup import as_firsts, conflicting_deliveries
 from tests.delta_files import age_commits, replaced_files
 from tests.lakehouses import copied, local_lakehouse, moved_to
 from tests.micro_batches import kafka_records, query_checkpoint
@@ -68,7 +68,7 @@ def test_the_first_delivery_wins_whatever_a_later_one_says(spark, local_settings
 
     new = dedup.new.orderBy("kafka_offset").collect()
     assert [(r["event_id"], r["kafka_offset"]) for r in new] == [("e3", 10), ("e4", 12)]
-    firsts = dedup.earlier.unionByName(dedup.new.select(*FIRST_COLUMNS))
+    firsts = dedup.earlier.unionByName(as_firsts(dedup.new))
     conflicts = conflicting_deliveries(batch, firsts).orderBy("kafka_offset").collect()
     assert [(r["kafka_offset"], r["first_offset"]) for r in conflicts] == [(7, 0), (13, 12)]
 
@@ -95,13 +95,16 @@ def test_the_state_a_batch_leaves_in_memory_is_what_the_next_batch_would_read_ba
     rebuilt = seen_in(silver, read_back.silver_version)
     assert streamed.seen.silver_version == rebuilt.silver_version
     assert len(streamed.seen) == len(rebuilt) == silver.count() == 60
-    every_id = silver.select(id_hash()).toArrow().column(0).to_numpy()
+    every_id = held_arrays(silver)
 
-    def held(seen: SeenEvents) -> list[tuple[int, int]]:
-        hashes, times = seen.lookup(every_id)
-        return sorted(zip(hashes.tolist(), times.tolist(), strict=True))
+    def held(seen: SeenEvents) -> list[tuple[int, int, int]]:
+        found = seen.lookup(every_id["h1"], every_id["h2"])
+        return sorted(
+            zip(*(a.tolist() for a in (found.at, found.content, found.position)), strict=True)
+        )
 
     assert held(streamed.seen) == held(rebuilt)
+    assert len(held(rebuilt)) == 60
 
 
 def test_a_write_failing_beside_the_others_fails_the_batch_and_its_retry_writes_once(
