@@ -3,6 +3,7 @@
     tributary query event_counts_1m --from 2026-11-25T10:00Z --to 2026-11-25T12:00Z
     tributary sql "SELECT event_type, sum(events) FROM serving_event_counts_1m GROUP BY 1"
     tributary compare --left batch --right speed [--view ...] [--from ...] [--record]
+    tributary migrate-bronze [--table NAME ...]    (jobs/migrate_bronze.py)
 
 `make setup` installs the `tributary` command in the venv (`.venv/bin/tributary`, or plain
 `tributary` once the venv is activated); `python -m jobs.cli ...` and
@@ -16,6 +17,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 
+from jobs import migrate_bronze
 from jobs.arguments import OneLineParser, add_comparison_arguments, iso_moment, positive_int
 from jobs.contract import Exit
 from lakehouse.core.config import ConfigError, Settings, get_settings
@@ -186,6 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--run-id", help="with --record: the run's identity in dq.*")
     c.set_defaults(run=compare)
+    m = commands.add_parser(
+        "migrate-bronze",
+        help="rewrite bronze tables holding key/value as strings to hold bytes, checked",
+    )
+    migrate_bronze.add_arguments(m)
+    m.set_defaults(run=lambda args: migrate_bronze.run(args, prog="tributary migrate-bronze"))
     return parser
 
 
