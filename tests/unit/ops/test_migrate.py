@@ -39,7 +39,8 @@ def write_string_bronze(spark, settings: Settings) -> None:
 def stored(spark, settings: Settings, version: int) -> list[tuple]:
     df = read_table_at(spark, RAW, settings, version)
     assert df is not None
-    rows = df.orderBy("offset").collect()
+    as_bytes = df.withColumns({c: F.col(c).cast("binary") for c in ("key", "value")})
+    rows = as_bytes.orderBy("offset").collect()
     return [(r["key"] and bytes(r["key"]), bytes(r["value"]) if r["value"] else b"") for r in rows]
 
 
@@ -48,42 +49,40 @@ def properties(spark, settings: Settings) -> dict:
     return dict(row["properties"])
 
 
-def test_a_string_table_becomes_bytes_with_every_byte_kept_once(spark, local_settings) -> None:
+def test_a_string_table_becomes_bytes_with_every_byte_kept_once(
+    spark, local_settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_string_bronze(spark, local_settings)
     kept = properties(spark, local_settings)
+
+    # A rewrite whose digest differs from the version read is undone, and said so.
+    with monkeypatch.context() as patched:
+        digests = iter(["3:1:2:3:4", "3:1:2:3:5"])
+        patched.setattr(migrate, "rows_digest", lambda _: next(digests))
+        with pytest.raises(MigrationError, match="version 0 restored"):
+            migrate.migrate_to_bytes(spark, local_settings, RAW)
+    assert table_version(spark, RAW, local_settings) == 2  # the rewrite, then its restore
+    assert stored(spark, local_settings, 2) == SENT
+
     done = migrate.migrate_to_bytes(spark, local_settings, RAW)
-    assert (done.status, done.rows, done.read_version, done.version) == (MIGRATED, 3, 0, 1)
-    types = {
-        f.name: f.dataType.simpleString()
-        for f in read_table_at(spark, RAW, local_settings, 1).schema
-    }
+    assert (done.status, done.rows, done.read_version, done.version) == (MIGRATED, 3, 2, 3)
+    after = read_table_at(spark, RAW, local_settings, 3)
+    assert after is not None
+    types = {f.name: f.dataType.simpleString() for f in after.schema}
     assert (types["key"], types["value"]) == ("binary", "binary")
-    assert stored(spark, local_settings, 1) == SENT
+    assert stored(spark, local_settings, 3) == SENT
     assert properties(spark, local_settings) == kept
 
     again = migrate.migrate_to_bytes(spark, local_settings, RAW)
-    assert (again.status, again.version) == (ALREADY_BINARY, 1)
-    assert table_version(spark, RAW, local_settings) == 1, "a second run changes nothing"
+    assert (again.status, again.version) == (ALREADY_BINARY, 3)
+    assert table_version(spark, RAW, local_settings) == 3, "a second run changes nothing"
 
     # The stream's batch 0, replayed after the migration, is still skipped: exactly-once holds.
     rows = rows_frame(spark, [(b"u9", b"{}", "events", 0, 9, AT, AT)], RAW.schema)
     rows.write.format("delta").mode("append").option("txnAppId", "speed:q").option(
         "txnVersion", 0
     ).save(RAW.path(local_settings))
-    assert table_version(spark, RAW, local_settings) == 1
-
-
-def test_a_rewrite_that_does_not_hold_what_was_read_is_undone(
-    spark, local_settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    write_string_bronze(spark, local_settings)
-    digests = iter(["3:1:2:3:4", "3:1:2:3:5"])
-    monkeypatch.setattr(migrate, "rows_digest", lambda _: next(digests))
-    with pytest.raises(MigrationError, match="version 0 restored"):
-        migrate.migrate_to_bytes(spark, local_settings, RAW)
-    assert table_version(spark, RAW, local_settings) == 2  # the rewrite, then its restore
-    restored = read_table_at(spark, RAW, local_settings, 2)
-    assert restored is not None and restored.schema["value"].dataType.simpleString() == "string"
+    assert table_version(spark, RAW, local_settings) == 3
 
 
 def test_a_missing_table_is_reported_not_created(spark, local_settings) -> None:
