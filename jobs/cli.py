@@ -17,8 +17,13 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 
-from jobs import migrate_bronze
-from jobs.arguments import OneLineParser, add_comparison_arguments, iso_moment, positive_int
+from jobs.arguments import (
+    OneLineParser,
+    add_comparison_arguments,
+    add_migration_arguments,
+    iso_moment,
+    positive_int,
+)
 from jobs.contract import Exit
 from lakehouse.core.config import ConfigError, Settings, get_settings
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
@@ -159,6 +164,30 @@ def compare(args: argparse.Namespace) -> Exit:
     return Exit.OK if compared.verdict.passed else Exit.CHECKS_FAILED
 
 
+def migrate(args: argparse.Namespace) -> Exit:
+    """`python -m jobs.migrate_bronze`'s work and exit status (lakehouse/ops/migrate.py)."""
+    from lakehouse.ops.migrate import (
+        MIGRATED,
+        MigrationError,
+        MigrationRefused,
+        migrate_bronze,
+        tables_named,
+    )
+
+    try:
+        tables_named(args.tables)  # before Spark starts
+        settings = get_settings()
+        done = migrate_bronze(start_spark("tributary-migrate", settings), settings, args.tables)
+    except MigrationRefused as err:
+        print(f"tributary migrate-bronze: {err}", file=sys.stderr)
+        return Exit.BAD_REQUEST
+    except MigrationError as err:
+        print(f"tributary migrate-bronze: {err}", file=sys.stderr)
+        return Exit.CHECKS_FAILED
+    print(f"-- {sum(o.status == MIGRATED for o in done)} of {len(done)} tables rewritten")
+    return Exit.OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="tributary", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -192,8 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
         "migrate-bronze",
         help="rewrite bronze tables holding key/value as strings to hold bytes, checked",
     )
-    migrate_bronze.add_arguments(m)
-    m.set_defaults(run=lambda args: migrate_bronze.run(args, prog="tributary migrate-bronze"))
+    add_migration_arguments(m)
+    m.set_defaults(run=migrate)
     return parser
 
 

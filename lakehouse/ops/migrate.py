@@ -15,6 +15,7 @@ after the migration is still skipped. The table's writer lock is held throughout
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,11 @@ MIGRATED, ALREADY_BINARY, MISSING = "migrated", "already_binary", "missing"
 
 class MigrationError(Exception):
     """A table cannot be migrated, or its rewrite did not hold what it read (then restored)."""
+
+
+class MigrationRefused(Exception):
+    """The request names a table with no bytes to migrate, or one that does not exist: nothing
+    changed."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,50 @@ def tables_to_migrate(spark: SparkSession, settings: Settings) -> list[Table]:
     if table_exists(spark, table("ops.replay_versions"), settings):
         found += [outputs_of(v.version).quarantine for v in list_versions(spark, settings)]
     return found
+
+
+def tables_named(names: Sequence[str]) -> list[Table]:
+    """The tables `names` ask for: bronze.events_raw, bronze.quarantine or
+    replay_<version>.quarantine (MigrationRefused for any other)."""
+    from lakehouse.speed.micro_batch import SpeedOutputs
+
+    found = []
+    for name in names:
+        stage, _, rest = name.partition(".")
+        if name in BRONZE:
+            found.append(table(name))
+        elif stage.startswith("replay_") and rest == "quarantine":
+            found.append(SpeedOutputs.replay(stage.removeprefix("replay_")).quarantine)
+        else:
+            raise MigrationRefused(
+                f"{name} is not a table with bytes to migrate ({', '.join(BRONZE)}, "
+                "replay_<version>.quarantine); nothing changed"
+            )
+    return found
+
+
+def migrate_bronze(
+    spark: SparkSession,
+    settings: Settings,
+    names: Sequence[str] = (),
+    on_line: Callable[[str], None] = print,
+) -> list[Migration]:
+    """Migrate the tables `names` ask for (by default, tables_to_migrate), one by one, saying
+    each outcome as it comes. Refused before anything changes when a table named, or
+    bronze.events_raw by default, does not exist."""
+    named = tables_named(names)
+    required = named or [table(BRONZE[0])]
+    for target in required:
+        if not table_exists(spark, target, settings):
+            raise MigrationRefused(
+                f"{target.name}: no table at {target.path(settings)} (is this the profile the "
+                "lakehouse is on?); nothing changed"
+            )
+    done = []
+    for target in named or tables_to_migrate(spark, settings):
+        done.append(migrate_to_bytes(spark, settings, target))
+        on_line(f"    {done[-1].describe()}")
+    return done
 
 
 def rows_digest(df: DataFrame) -> str:
