@@ -15,13 +15,14 @@ after the migration is still skipped. The table's writer lock is held throughout
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import conformed, read_table_at, table_exists, table_version
 from lakehouse.core.locks import exclusive_writer
+from lakehouse.core.storage import StorageError
 from lakehouse.core.tables import Table, table
 
 if TYPE_CHECKING:
@@ -36,6 +37,10 @@ MIGRATED, ALREADY_BINARY, MISSING = "migrated", "already_binary", "missing"
 
 class MigrationError(Exception):
     """A table cannot be migrated, or its rewrite did not hold what it read (then restored)."""
+
+
+class NotMigratedError(StorageError):
+    """A table its writer appends bytes to still holds key and value as strings."""
 
 
 class MigrationRefused(Exception):
@@ -121,6 +126,22 @@ def migrate_bronze(
         done.append(migrate_to_bytes(spark, settings, target))
         on_line(f"    {done[-1].describe()}")
     return done
+
+
+def require_bytes(spark: SparkSession, settings: Settings, tables: Iterable[Table | None]) -> None:
+    """Refuse (NotMigratedError) to write to a table written before key and value were bytes:
+    Delta would refuse the first append, after the writer had started."""
+    from delta.tables import DeltaTable
+
+    for t in tables:
+        if t is None or not table_exists(spark, t, settings):
+            continue
+        schema = DeltaTable.forPath(spark, t.path(settings)).toDF().schema
+        if any(schema[c].dataType.simpleString() == "string" for c in BYTES_COLUMNS):
+            raise NotMigratedError(
+                f"{t.name} holds key and value as strings (written before bronze kept bytes): "
+                "run `make migrate-bronze` (tributary migrate-bronze) with its writer stopped"
+            )
 
 
 def rows_digest(df: DataFrame) -> str:

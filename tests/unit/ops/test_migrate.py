@@ -12,7 +12,13 @@ from lakehouse.core.delta_io import read_table_at, table_version
 from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import table
 from lakehouse.ops import migrate
-from lakehouse.ops.migrate import ALREADY_BINARY, MIGRATED, MISSING, MigrationError
+from lakehouse.ops.migrate import (
+    ALREADY_BINARY,
+    MIGRATED,
+    MISSING,
+    MigrationError,
+    NotMigratedError,
+)
 
 RAW = table("bronze.events_raw")
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -54,6 +60,9 @@ def test_a_string_table_becomes_bytes_with_every_byte_kept_once(
 ) -> None:
     write_string_bronze(spark, local_settings)
     kept = properties(spark, local_settings)
+    # Its writer refuses to start on it (its first append of bytes would fail).
+    with pytest.raises(NotMigratedError, match="run `make migrate-bronze`"):
+        migrate.require_bytes(spark, local_settings, [RAW])
 
     # A rewrite whose digest differs from the version read is undone, and said so.
     with monkeypatch.context() as patched:
@@ -76,6 +85,7 @@ def test_a_string_table_becomes_bytes_with_every_byte_kept_once(
     again = migrate.migrate_to_bytes(spark, local_settings, RAW)
     assert (again.status, again.version) == (ALREADY_BINARY, 3)
     assert table_version(spark, RAW, local_settings) == 3, "a second run changes nothing"
+    migrate.require_bytes(spark, local_settings, [RAW])
 
     # The stream's batch 0, replayed after the migration, is still skipped: exactly-once holds.
     rows = rows_frame(spark, [(b"u9", b"{}", "events", 0, 9, AT, AT)], RAW.schema)
