@@ -15,7 +15,7 @@ PYTEST  := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 LINT    := .venv/bin/ruff check . && .venv/bin/ruff format --check .
 TYPES   := .venv/bin/mypy
 
-.PHONY: help setup up down status airflow demo generate speed batch query compare test test-fast test-up test-down clean-bench compose-env lint typecheck lock
+.PHONY: help setup up down status airflow demo generate speed batch query compare migrate-bronze test test-fast test-up test-down clean-bench compose-env lint typecheck lock
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -49,6 +49,9 @@ batch: setup  ## recompute the views for a closed interval: make batch ARGS="--s
 
 query: setup  ## print a serving view: make query ARGS="event_counts_1m --from 2026-11-25T10:00Z --to 2026-11-25T12:00Z"
 	@$(PY) -m jobs.cli query $(ARGS)
+
+migrate-bronze: setup  ## rewrite bronze tables with string key/value as bytes, checked (stop the speed layer first)
+	@$(PY) -m jobs.migrate_bronze $(ARGS)
 
 compare: setup  ## reconcile two sources window by window: make compare ARGS="--left batch --right speed"
 	@$(PY) -m jobs.cli compare $(ARGS)

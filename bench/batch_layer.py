@@ -64,8 +64,8 @@ def load_bronze(spark: Any, settings: Settings, events: int, day: Interval) -> f
         t.alias("t"),
     )
     bronze = fields.select(
-        F.col("user_id").alias("key"),
-        event_json(MICROS).alias("value"),
+        F.col("user_id").cast("binary").alias("key"),
+        event_json(MICROS).cast("binary").alias("value"),
         F.lit("events").alias("topic"),
         (F.col("id") % 3).cast("int").alias("partition"),
         (F.col("id") / 3).cast("long").alias("offset"),
@@ -82,7 +82,7 @@ def scan_and_count(spark: Any, settings: Settings) -> tuple[float, int]:
 
     began = time.monotonic()
     raw = spark.read.format("delta").load(table("bronze.events_raw").path(settings))
-    count = raw.where(F.length("value") > 0).count()
+    count = raw.where(F.octet_length("value") > 0).count()
     return time.monotonic() - began, count
 
 

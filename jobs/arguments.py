@@ -140,6 +140,18 @@ def source_name(text: str) -> str:
     return text
 
 
+def add_migration_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which bronze tables to migrate: shared by this job and `tributary migrate-bronze`."""
+    parser.add_argument(
+        "--table",
+        dest="tables",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="only these: bronze.events_raw, bronze.quarantine, replay_<version>.quarantine",
+    )
+
+
 def add_comparison_arguments(parser: argparse.ArgumentParser) -> None:
     """What to compare: shared by this job and `tributary compare`."""
     sides = "batch, speed (the live speed layer) or replay:<version>"

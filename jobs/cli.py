@@ -3,6 +3,7 @@
     tributary query event_counts_1m --from 2026-11-25T10:00Z --to 2026-11-25T12:00Z
     tributary sql "SELECT event_type, sum(events) FROM serving_event_counts_1m GROUP BY 1"
     tributary compare --left batch --right speed [--view ...] [--from ...] [--record]
+    tributary migrate-bronze [--table NAME ...]    (jobs/migrate_bronze.py)
 
 `make setup` installs the `tributary` command in the venv (`.venv/bin/tributary`, or plain
 `tributary` once the venv is activated); `python -m jobs.cli ...` and
@@ -16,7 +17,13 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 
-from jobs.arguments import OneLineParser, add_comparison_arguments, iso_moment, positive_int
+from jobs.arguments import (
+    OneLineParser,
+    add_comparison_arguments,
+    add_migration_arguments,
+    iso_moment,
+    positive_int,
+)
 from jobs.contract import Exit
 from lakehouse.core.config import ConfigError, Settings, get_settings
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
@@ -157,6 +164,30 @@ def compare(args: argparse.Namespace) -> Exit:
     return Exit.OK if compared.verdict.passed else Exit.CHECKS_FAILED
 
 
+def migrate(args: argparse.Namespace) -> Exit:
+    """`python -m jobs.migrate_bronze`'s work and exit status (lakehouse/ops/migrate.py)."""
+    from lakehouse.ops.migrate import (
+        MIGRATED,
+        MigrationError,
+        MigrationRefused,
+        migrate_bronze,
+        tables_named,
+    )
+
+    try:
+        tables_named(args.tables)  # before Spark starts
+        settings = get_settings()
+        done = migrate_bronze(start_spark("tributary-migrate", settings), settings, args.tables)
+    except MigrationRefused as err:
+        print(f"tributary migrate-bronze: {err}", file=sys.stderr)
+        return Exit.BAD_REQUEST
+    except MigrationError as err:
+        print(f"tributary migrate-bronze: {err}", file=sys.stderr)
+        return Exit.CHECKS_FAILED
+    print(f"-- {sum(o.status == MIGRATED for o in done)} of {len(done)} tables rewritten")
+    return Exit.OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="tributary", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -186,6 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--run-id", help="with --record: the run's identity in dq.*")
     c.set_defaults(run=compare)
+    m = commands.add_parser(
+        "migrate-bronze",
+        help="rewrite bronze tables holding key/value as strings to hold bytes, checked",
+    )
+    add_migration_arguments(m)
+    m.set_defaults(run=migrate)
     return parser
 
 

@@ -96,13 +96,14 @@ EVENT = (
     "event_date date, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp, "
     "ingested_at timestamp"
 )
+# A record's key and value as received: bytes (lakehouse.transforms.bronze).
 RAW = (
-    "key string, value string, topic string, partition int, offset bigint, "
+    "key binary, value binary, topic string, partition int, offset bigint, "
     "kafka_timestamp timestamp, ingested_at timestamp"
 )
 QUARANTINE = (
     "topic string, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp, "
-    "key string, value string, value_bytes int, reasons array<string>, reason string, "
+    "key binary, value binary, value_bytes int, reasons array<string>, reason string, "
     "quarantined_at timestamp"
 )
 EVENT_COUNTS = (

@@ -23,6 +23,7 @@ from lakehouse.core.kafka_offsets import end_offsets
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.spark import get_spark
 from lakehouse.core.storage import ensure_bucket
+from lakehouse.ops.migrate import require_bytes
 from lakehouse.speed.micro_batch import KeptVersions, MicroBatchProcessor, SpeedOutputs
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ def start_query(
 ) -> StreamingQuery:
     """The speed layer's query into `outputs` (the live tables, or a replay's). The starting
     offsets only count on a first start: afterwards the checkpoint knows where it is."""
+    require_bytes(spark, settings, (outputs.raw, outputs.quarantine))
     checkpoint = outputs.checkpoint(settings)
     processor = MicroBatchProcessor(
         settings,

@@ -1,4 +1,4 @@
-"""Kafka values -> event fields, as text. Validation decides what is acceptable."""
+"""Kafka values -> event fields as the JSON values they are. Validation judges them."""
 
 from __future__ import annotations
 
@@ -7,23 +7,31 @@ from pyspark.sql import functions as F
 
 from lakehouse.core.events import FIELDS
 
+# Each field as a VARIANT: a JSON value that keeps its type (string, number, boolean, object,
+# array or null), so validation can tell `"user_id": "u1"` from `"user_id": 12345`.
+EVENT_JSON = "struct<" + ", ".join(f"`{f}`: variant" for f in FIELDS) + ">"
+
+
+def decoded_value() -> str:
+    """The value as UTF-8 text, or null when its bytes are not UTF-8 (or there is none)."""
+    return "try_validate_utf8(value)"
+
 
 def parse_events(raw: DataFrame) -> DataFrame:
-    """Add `event` (a struct of the raw field texts) to bronze rows; `event` is null when the
-    value is not a JSON object (malformed, truncated, a bare array or string, or no value).
+    """Add `event` (a struct of the contract's fields, each a VARIANT, SQL null when absent)
+    to bronze rows; `event` is null when the value is not UTF-8 or not a JSON object
+    (malformed, truncated, a bare array or string, or no value). Other keys are ignored.
 
-    Every field is read as text (a number or an object keeps its JSON text), so a wrong type
-    becomes a precise reason in validation instead of a silent null from the JSON reader.
-
-    `json_tuple` reads the fields in one pass and, being a generator, is evaluated once per
-    record however the rows are filtered later (the optimizer cannot push a filter on
-    `event` below it and copy the parse into every field the filter reads), which makes it
-    cheaper than `from_json` (docs/performance.md).
+    The JSON is read once per record, whatever reads `event` later: the parse is exploded out
+    of a one-element array, a barrier the optimizer does not push a filter through (it would
+    copy the parse into every field the filter reads, docs/performance.md).
     """
-    fields = raw.select("*", F.json_tuple("value", *FIELDS).alias(*FIELDS))
-    # json_tuple gives all nulls both for malformed JSON and for an object with none of the
-    # fields; only the (rare) all-null rows are parsed again to tell them apart.
-    none_found = F.coalesce(*(F.col(f) for f in FIELDS)).isNull()
-    not_an_object = none_found & F.json_object_keys("value").isNull()
-    event = F.when(~not_an_object, F.struct(*FIELDS))
-    return fields.select(*raw.columns, event.alias("event"))
+    text = F.expr(decoded_value())
+    parsed = raw.select("*", F.explode(F.array(F.from_json(text, EVENT_JSON))).alias("_json"))
+    # from_json gives a struct of nulls both for a value that is no JSON object and for an
+    # object with none of the fields; only those (rare) rows are parsed again to tell them
+    # apart.
+    none_found = F.coalesce(*(F.col(f"_json.{f}") for f in FIELDS)).isNull()
+    not_an_object = none_found & F.json_object_keys(text).isNull()
+    event = F.when(~not_an_object, F.col("_json"))
+    return parsed.select(*raw.columns, event.alias("event"))

@@ -23,11 +23,16 @@ if TYPE_CHECKING:
 
 AMOUNT_TYPE = DecimalType(18, 2)  # exact sums: batch and speed must agree to the cent
 
+# Event fields kept as text after validation (the others are typed: event_time, sent_at, amount).
+TEXT_FIELDS = ("event_id", "event_type", "user_id", "session_id", "page", "product_id")
+
 # Bit i of reason_bits stands for REASONS[i]; a record's reasons keep this order.
 REASONS = (
     contract.REASON_OVERSIZED,
     contract.REASON_MALFORMED,
+    contract.REASON_INVALID_UTF8,
     *(f"{contract.REASON_MISSING}:{f}" for f in contract.REQUIRED_FIELDS),
+    *(f"{contract.REASON_WRONG_TYPE}:{f}" for f in TEXT_FIELDS),
     f"{contract.REASON_WRONG_TYPE}:event_time",
     f"{contract.REASON_WRONG_TYPE}:sent_at",
     f"{contract.REASON_WRONG_TYPE}:amount",
@@ -39,10 +44,11 @@ REASONS = (
 )
 assert len(set(REASONS)) == len(REASONS) <= 31, "one bit of an int per reason"
 
-# Event fields kept as text after validation (the others are typed: event_time, sent_at, amount).
-TEXT_FIELDS = ("event_id", "event_type", "user_id", "session_id", "page", "product_id")
 # The typed fields, computed once per record before the rules read them.
 _EVENT_TIME, _SENT_AT, _AMOUNT = "_event_time", "_sent_at", "_amount"
+_AMOUNT_GIVEN = "_amount_given"  # amount is there, of whatever JSON type
+_TEXT, _WRONG = "_text_{}", "_wrong_{}"  # per string field: its text; given with another type
+_WORK_COLUMNS = tuple(c.format(f) for f in contract.STRING_FIELDS for c in (_TEXT, _WRONG))
 
 
 @dataclass(frozen=True)
@@ -59,11 +65,45 @@ class ValidationRules:
         )
 
 
-def _text(field: str) -> Column:
+def _json(field: str) -> Column:
+    """The field's JSON value (a VARIANT), SQL null when absent (lakehouse.transforms.parse)."""
     return F.col(f"event.{field}")
 
 
+def _json_type(field: str) -> Column:
+    """The field's JSON type as Spark names it (STRING, BIGINT, DECIMAL(p,s), DOUBLE, BOOLEAN,
+    OBJECT<...>, ARRAY<...>; VOID for a JSON null), SQL null when absent."""
+    return F.schema_of_variant(_json(field))
+
+
+def _typed_columns() -> dict[str, Column]:
+    """Per string field, its text (null unless it is a JSON string) and whether it was given
+    with another JSON type; amount as a decimal (null unless a number that fits). Computed
+    once per record, before the rules read them."""
+    columns: dict[str, Column] = {}
+    for f in contract.STRING_FIELDS:
+        kind = _json_type(f)
+        columns[_TEXT.format(f)] = F.when(kind == "STRING", F.variant_get(_json(f), "$", "string"))
+        columns[_WRONG.format(f)] = F.coalesce(~kind.isin("STRING", "VOID"), F.lit(False))
+    kind = _json_type("amount")
+    number = kind.isin("BIGINT", "DOUBLE") | kind.startswith("DECIMAL")
+    columns[_AMOUNT] = F.when(
+        number, F.try_variant_get(_json("amount"), "$", AMOUNT_TYPE.simpleString())
+    )
+    columns[_AMOUNT_GIVEN] = F.coalesce(kind != "VOID", F.lit(False))
+    return columns
+
+
+def _text(field: str) -> Column:
+    return F.col(_TEXT.format(field))
+
+
+def _wrong_type(field: str) -> Column:
+    return F.col(_WRONG.format(field))
+
+
 def _present(field: str) -> Column:
+    """A JSON string that is not blank."""
     return _text(field).isNotNull() & (F.trim(_text(field)) != "")
 
 
@@ -82,16 +122,23 @@ def _content_rules(rules: ValidationRules) -> dict[str, Column]:
         secs=F.lit(rules.future_tolerance_seconds)
     )
     return {
-        **{f"{contract.REASON_MISSING}:{f}": ~_present(f) for f in contract.REQUIRED_FIELDS},
-        f"{contract.REASON_WRONG_TYPE}:event_time": _present("event_time") & event_time.isNull(),
-        f"{contract.REASON_WRONG_TYPE}:sent_at": _present("sent_at") & F.col(_SENT_AT).isNull(),
-        f"{contract.REASON_WRONG_TYPE}:amount": _present("amount") & amount.isNull(),
+        # A field of another JSON type is there, of the wrong type: not missing.
+        **{
+            f"{contract.REASON_MISSING}:{f}": ~_present(f) & ~_wrong_type(f)
+            for f in contract.REQUIRED_FIELDS
+        },
+        **{f"{contract.REASON_WRONG_TYPE}:{f}": _wrong_type(f) for f in TEXT_FIELDS},
+        f"{contract.REASON_WRONG_TYPE}:event_time": _wrong_type("event_time")
+        | (_present("event_time") & event_time.isNull()),
+        f"{contract.REASON_WRONG_TYPE}:sent_at": _wrong_type("sent_at")
+        | (_present("sent_at") & F.col(_SENT_AT).isNull()),
+        f"{contract.REASON_WRONG_TYPE}:amount": F.col(_AMOUNT_GIVEN) & amount.isNull(),
         contract.REASON_BAD_EVENT_TYPE: _present("event_type")
         & ~_text("event_type").isin(*contract.EVENT_TYPES),
         contract.REASON_EVENT_ID_TOO_LONG: F.length(_text("event_id"))
         > contract.MAX_EVENT_ID_LENGTH,
         contract.REASON_PURCHASE_WITHOUT_AMOUNT: (_text("event_type") == "purchase")
-        & ~_present("amount"),
+        & ~F.col(_AMOUNT_GIVEN),
         contract.REASON_NEGATIVE_AMOUNT: amount < 0,
         contract.REASON_FUTURE: event_time > future_limit,
     }
@@ -109,9 +156,13 @@ def _bit_if(condition: Column, reason: str) -> Column:
 def _reason_bits(rules: ValidationRules) -> Column:
     oversized = _bit_if(F.octet_length("value") > rules.max_record_bytes, contract.REASON_OVERSIZED)
     content = reduce(Column.bitwiseOR, [_bit_if(c, r) for r, c in _content_rules(rules).items()])
-    # A malformed record has no fields to judge: that is its one content reason.
-    malformed = _bit(contract.REASON_MALFORMED)
-    return oversized.bitwiseOR(F.when(F.col("event").isNull(), malformed).otherwise(content))
+    # A record that is not UTF-8, or not a JSON object, has no fields to judge: that is its
+    # one content reason. Only those (rare) records are checked for UTF-8 again.
+    not_text = F.col("value").isNotNull() & ~F.is_valid_utf8("value")
+    unreadable = F.when(not_text, _bit(contract.REASON_INVALID_UTF8)).otherwise(
+        _bit(contract.REASON_MALFORMED)
+    )
+    return oversized.bitwiseOR(F.when(F.col("event").isNull(), unreadable).otherwise(content))
 
 
 def validate_events(parsed: DataFrame, rules: ValidationRules) -> DataFrame:
@@ -119,12 +170,9 @@ def validate_events(parsed: DataFrame, rules: ValidationRules) -> DataFrame:
 
     The parsed `event` struct is dropped: it repeats the whole value, and a micro-batch is
     cached after this step."""
-    typed = parsed.withColumns(
-        {
-            _EVENT_TIME: _iso_timestamp("event_time"),
-            _SENT_AT: _iso_timestamp("sent_at"),
-            _AMOUNT: _text("amount").try_cast(AMOUNT_TYPE),
-        }
+    read = parsed.withColumns(_typed_columns())
+    typed = read.withColumns(
+        {_EVENT_TIME: _iso_timestamp("event_time"), _SENT_AT: _iso_timestamp("sent_at")}
     )
     # Exploding a one-element array is a barrier for the optimizer, as in parse_events:
     # without it, accepted_events' filter on reason_bits is pushed below this projection,
@@ -140,7 +188,7 @@ def validate_events(parsed: DataFrame, rules: ValidationRules) -> DataFrame:
             "sent_at": F.col(_SENT_AT),
             "amount": F.when(_text("event_type") == "purchase", F.col(_AMOUNT)),
         }
-    ).drop("event", "_bits", _EVENT_TIME, _SENT_AT, _AMOUNT)
+    ).drop("event", "_bits", _EVENT_TIME, _SENT_AT, _AMOUNT, _AMOUNT_GIVEN, *_WORK_COLUMNS)
 
 
 def is_accepted() -> Column:

@@ -32,6 +32,7 @@ from lakehouse.core.tables import table
 from lakehouse.serving.serve import serve
 from lakehouse.transforms.views import VIEWS
 from tests.delta_files import replaced_files
+from tests.delta_rs import read_every_table
 from tests.integration import speed_checks as expect
 from tests.integration.streamed_day import Day, recomputed_day, streamed_day
 from tests.integration.tributary_here import run_tributary
@@ -441,3 +442,14 @@ def test_a_bad_interval_is_refused_with_a_message(
     assert message in job.stderr and "nothing written" in job.stderr
     assert "Traceback" not in job.stderr
     assert not any(tmp_path.iterdir()), "nothing may be written"
+
+
+def test_every_table_the_day_left_reads_in_delta_rs(
+    spark: SparkSession, day: Day, daily: Settings
+) -> None:
+    """The stream's and the batch layer's tables, after a day with every anomaly the
+    generator makes, read by another Delta engine (delta-rs) and pandas."""
+    read = read_every_table(spark, daily)
+    written = {"bronze.events_raw", "bronze.quarantine", "silver.events", "ops.speed_progress"}
+    assert written | {f"batch.{v}" for v in VIEWS} | {"ops.batch_runs"} <= set(read)
+    assert len(read["bronze.events_raw"]) == len(day.ledger)

@@ -33,7 +33,7 @@ HOUR = timedelta(hours=1)
 ARRIVED = datetime.now(UTC).replace(microsecond=0) - HOUR
 
 RAW = (
-    "key string, value string, topic string, partition int, offset long, "
+    "key binary, value binary, topic string, partition int, offset long, "
     "kafka_timestamp timestamp, ingested_at timestamp"
 )
 SILVER = (
@@ -68,7 +68,7 @@ def silver(n: int, **changes: Any) -> tuple[Any, ...]:
 
 
 def raw(offset: int) -> tuple[Any, ...]:
-    return (f"u{offset}", "{}", "events", 0, offset, ARRIVED, ARRIVED)
+    return (f"u{offset}".encode(), b"{}", "events", 0, offset, ARRIVED, ARRIVED)
 
 
 def lakehouse(tmp: Path) -> Settings:

@@ -68,7 +68,10 @@ def test_stream_from_kafka_into_delta_exactly_once(
         assert r["n"] == r["distinct"] == r["high"] - r["low"] + 1 and r["low"] == 0
     # The payload is the producer's JSON, untouched.
     ids = {
-        r["id"] for r in rows.select(F.get_json_object("value", "$.event_id").alias("id")).collect()
+        r["id"]
+        for r in rows.select(
+            F.get_json_object(F.col("value").cast("string"), "$.event_id").alias("id")
+        ).collect()
     }
     assert {e["event_id"] for _, e in first} <= ids
 

@@ -40,7 +40,7 @@ MINUTE = timedelta(minutes=1)
 BOUNDS = EventTimeBounds(T - timedelta(days=1), T + timedelta(hours=1))
 
 RAW = (
-    "key string, value string, topic string, partition int, offset long, "
+    "key binary, value binary, topic string, partition int, offset long, "
     "kafka_timestamp timestamp, ingested_at timestamp"
 )
 SILVER = (
@@ -51,7 +51,7 @@ SILVER = (
 )
 QUARANTINE = (
     "topic string, kafka_partition int, kafka_offset long, kafka_timestamp timestamp, "
-    "key string, value string, value_bytes int, reasons array<string>, reason string, "
+    "key binary, value binary, value_bytes int, reasons array<string>, reason string, "
     "quarantined_at timestamp"
 )
 COUNTS = (
@@ -68,8 +68,8 @@ SESSIONS = (
 )
 
 
-def raw(offset: int = 0, key: str | None = "u1") -> tuple[Any, ...]:
-    return (key, "{}", "events", 0, offset, T, T)
+def raw(offset: int = 0, key: bytes | None = b"u1") -> tuple[Any, ...]:
+    return (key, b"{}", "events", 0, offset, T, T)
 
 
 def silver(n: int = 0, **changes: Any) -> tuple[Any, ...]:
@@ -101,9 +101,9 @@ def quarantined(offset: int = 0, reasons: list[str] | None = None, **changes: An
         "kafka_partition": 0,
         "kafka_offset": offset,
         "kafka_timestamp": T,
-        "key": "u1",
-        "value": "garbage",
-        "value_bytes": 7,
+        "key": b"u1",
+        "value": b"\xffgarbage",  # not UTF-8: bronze keeps the bytes received
+        "value_bytes": 8,
         "reasons": reasons,
         "reason": "; ".join(reasons),
         "quarantined_at": T,

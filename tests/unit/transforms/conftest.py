@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 KAFKA_TIME = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 RAW_SCHEMA = (
-    "key string, value string, topic string, partition int, offset long, "
+    "key binary, value binary, topic string, partition int, offset long, "
     "kafka_timestamp timestamp, ingested_at timestamp"
 )
 
@@ -36,15 +36,22 @@ def event(**overrides: Any) -> dict[str, Any]:
     return {k: v for k, v in base.items() if v is not ...}
 
 
+def as_bytes(value: dict[str, Any] | str | bytes) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    return (value if isinstance(value, str) else json.dumps(value)).encode()
+
+
 @pytest.fixture
 def bronze(spark: SparkSession):
-    """bronze(value_or_event, ...) -> a bronze DataFrame, one row per value, offsets 0.."""
+    """bronze(value_or_event, ...) -> a bronze DataFrame, one row per value (an event, its
+    JSON text, or the bytes received), offsets 0.."""
 
-    def build(*values: dict[str, Any] | str, partition: int = 0) -> DataFrame:
+    def build(*values: dict[str, Any] | str | bytes, partition: int = 0) -> DataFrame:
         rows = [
             (
-                "u1",
-                v if isinstance(v, str) else json.dumps(v),
+                b"u1",
+                as_bytes(v),
                 "events",
                 partition,
                 offset,

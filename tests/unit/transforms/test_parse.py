@@ -7,21 +7,34 @@ import json
 from pyspark.sql import functions as F
 
 from lakehouse.transforms.parse import parse_events
-from lakehouse.transforms.validate import ValidationRules, accepted_events, validate_events
+from lakehouse.transforms.validate import (
+    ValidationRules,
+    accepted_events,
+    quarantined_records,
+    validate_events,
+)
 from tests.unit.transforms.conftest import event
 
 RULES = ValidationRules(max_record_bytes=2048, future_tolerance_seconds=300)
 
 
 def test_every_record_keeps_its_row_even_without_a_value(bronze) -> None:
-    no_value = bronze(event()).withColumn("value", F.lit(None).cast("string"))
-    raw = bronze(event(), "not json").unionByName(no_value)
+    no_value = bronze(event()).withColumn("value", F.lit(None).cast("binary"))
+    raw = bronze(event(), "not json", b'{"page": "\xff"}').unionByName(no_value)
     parsed = raw.transform(parse_events)
     rows = parsed.orderBy(F.col("value").isNull(), "offset").collect()
-    assert len(rows) == 3
-    assert rows[0]["event"]["event_id"] == "e-1"
-    assert rows[1]["value"] == "not json" and rows[1]["event"] is None
-    assert rows[2]["value"] is None and rows[2]["event"] is None
+    assert len(rows) == 4
+    assert rows[0]["event"]["event_id"].toPython() == "e-1"
+    assert rows[1]["value"] == b"not json" and rows[1]["event"] is None
+    assert rows[2]["value"] == b'{"page": "\xff"}' and rows[2]["event"] is None, "not UTF-8"
+    assert rows[3]["value"] is None and rows[3]["event"] is None
+
+
+def test_each_field_keeps_its_json_type(bronze) -> None:
+    [row] = bronze(event(user_id=12345, amount="9.99")).transform(parse_events).collect()
+    assert row["event"]["user_id"].toPython() == 12345
+    assert row["event"]["amount"].toPython() == "9.99"
+    assert row["event"]["session_id"].toPython() == "s1"
 
 
 def test_a_filter_on_parsed_fields_does_not_parse_again(bronze) -> None:
@@ -34,16 +47,15 @@ def test_a_filter_on_parsed_fields_does_not_parse_again(bronze) -> None:
         .transform(accepted_events)
     )
     plan = accepted._jdf.queryExecution().optimizedPlan().toString()
-    assert plan.count("json_tuple(") == 1
+    assert plan.count("from_json(") == 1
     assert accepted.count() == 1
 
 
-def test_a_field_given_twice_counts_its_last_non_null_value(bronze) -> None:
-    # JSON leaves repeated names undefined; json_tuple reads the last non-null one. Stream,
-    # batch and replay share this parse, so they agree; the record is not quarantined for it
-    # (telling would take a second parse of every record). Pinned so a parser change shows.
+def test_a_field_given_twice_counts_its_last_value(bronze) -> None:
+    # JSON leaves repeated names undefined; the parse reads the last value, a null too. Stream,
+    # batch and replay share this parse, so they agree. Pinned so a parser change shows.
     plain = json.dumps(event(event_type="click"))
-    twice = plain[:-1] + ', "event_type": "page_view", "user_id": null}'
+    twice = plain[:-1] + ', "event_type": "page_view"}'
     [row] = (
         bronze(twice)
         .transform(parse_events)
@@ -51,4 +63,9 @@ def test_a_field_given_twice_counts_its_last_non_null_value(bronze) -> None:
         .transform(accepted_events)
         .collect()
     )
-    assert (row["event_type"], row["user_id"]) == ("page_view", "u1")
+    assert row["event_type"] == "page_view"
+    null_later = plain[:-1] + ', "user_id": null}'
+    checked = bronze(null_later).transform(parse_events).transform(validate_events, RULES)
+    assert [r["reasons"] for r in quarantined_records(checked).collect()] == [
+        ["missing_field:user_id"]
+    ]

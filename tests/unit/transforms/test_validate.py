@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
 from pyspark.sql import functions as F
 
-from lakehouse.core.events import FIELDS, REQUIRED_FIELDS
+from lakehouse.core.events import FIELDS, REQUIRED_FIELDS, STRING_FIELDS
 from lakehouse.transforms.parse import parse_events
 from lakehouse.transforms.validate import (
+    TEXT_FIELDS,
     ValidationRules,
     accepted_events,
     quarantined_records,
@@ -17,6 +19,19 @@ from lakehouse.transforms.validate import (
     validate_events,
 )
 from tests.unit.transforms.conftest import event
+
+
+def plan_text(df) -> str:
+    """The optimized plan with every column of its projections (by default those past 25
+    are elided)."""
+    key, conf = "spark.sql.debug.maxToStringFields", df.sparkSession.conf
+    before = conf.get(key, None)
+    conf.set(key, "1000")
+    try:
+        return str(df._jdf.queryExecution().optimizedPlan().toString())
+    finally:
+        conf.unset(key) if before is None else conf.set(key, before)
+
 
 RULES = ValidationRules(max_record_bytes=2048, future_tolerance_seconds=300)
 
@@ -30,6 +45,14 @@ def reasons_of(bronze, *values):
 def test_a_good_event_has_no_reason_and_typed_columns(bronze) -> None:
     checked = bronze(event(event_type="purchase", amount=12.5)).transform(parse_events)
     [row] = accepted_events(checked.transform(validate_events, RULES)).collect()
+    assert {f: row[f] for f in TEXT_FIELDS} == {
+        "event_id": "e-1",
+        "event_type": "purchase",
+        "user_id": "u1",
+        "session_id": "s1",
+        "page": "/",
+        "product_id": "p1",
+    }
     assert row["amount"] == Decimal("12.50")
     assert row["event_time"].isoformat().startswith("2026-03-01T11:59:00")
     assert str(row["event_date"]) == "2026-03-01"
@@ -60,11 +83,38 @@ def test_a_good_event_has_no_reason_and_typed_columns(bronze) -> None:
         ('"a JSON string"', ["malformed_json"]),
         ("{}", [f"missing_field:{f}" for f in REQUIRED_FIELDS]),
         (event(**dict.fromkeys(FIELDS)), [f"missing_field:{f}" for f in REQUIRED_FIELDS]),
-        (event(page={"path": "/"}, event_type=["click"]), ["invalid_value:event_type"]),
+        (
+            event(page={"path": "/"}, event_type=["click"]),
+            ["wrong_type:event_type", "wrong_type:page"],
+        ),
+        (event(user_id=True), ["wrong_type:user_id"]),
+        (event(event_type="purchase", amount="9.99"), ["wrong_type:amount"]),
+        (event(amount="9.99"), ["wrong_type:amount"]),
+        (event(event_type="purchase", amount=True), ["wrong_type:amount"]),
+        (event(event_type="purchase", amount=[1]), ["wrong_type:amount"]),
+        (event(event_type="purchase", amount=1e30), ["wrong_type:amount"]),
+        (b'{"event_id": "\xff"}', ["invalid_utf8"]),
+        (b"\xc3\x28", ["invalid_utf8"]),
     ],
 )
 def test_each_broken_rule_gives_its_reason(bronze, value, expected) -> None:
     assert reasons_of(bronze, value) == [expected]
+
+
+def test_a_string_field_of_another_json_type_is_wrong_type(bronze) -> None:
+    given = [(f, v) for f in STRING_FIELDS for v in (12345, 9.5, {"a": "b"}, ["x"], False)]
+    found = reasons_of(bronze, *(event(**{f: v}) for f, v in given))
+    assert found == [[f"wrong_type:{f}"] for f, _ in given]
+
+
+def test_a_purchase_amount_given_as_a_json_number_of_any_form_is_accepted(bronze) -> None:
+    values = [12, 12.5, 1.25e1, 0]
+    purchases = [
+        event(event_id=f"e-{i}", event_type="purchase", amount=a) for i, a in enumerate(values)
+    ]
+    checked = bronze(*purchases).transform(parse_events).transform(validate_events, RULES)
+    amounts = [r["amount"] for r in accepted_events(checked).orderBy("kafka_offset").collect()]
+    assert amounts == [Decimal("12.00"), Decimal("12.50"), Decimal("12.50"), Decimal("0.00")]
 
 
 def test_the_future_tolerance_is_measured_from_the_kafka_timestamp(bronze) -> None:
@@ -79,7 +129,7 @@ def test_an_oversized_record_is_refused_even_when_otherwise_valid(bronze) -> Non
 def test_quarantine_keeps_the_raw_record_and_its_coordinates(bronze) -> None:
     checked = bronze(event(), "garbage").transform(parse_events).transform(validate_events, RULES)
     [row] = quarantined_records(checked).collect()
-    assert (row["value"], row["kafka_offset"], row["reason"]) == ("garbage", 1, "malformed_json")
+    assert (row["value"], row["kafka_offset"], row["reason"]) == (b"garbage", 1, "malformed_json")
     assert row["value_bytes"] == 7
     assert accepted_events(checked).count() == 1, "one bad record never blocks the others"
 
@@ -88,8 +138,21 @@ def test_an_oversized_malformed_record_gives_both_reasons(bronze) -> None:
     assert reasons_of(bronze, "x" * 3000) == [["oversized_record", "malformed_json"]]
 
 
+def test_a_value_that_is_not_utf8_is_quarantined_with_its_bytes(bronze) -> None:
+    sent = json.dumps(event()).encode().replace(b'"/"', b'"/\xe9t\xe9"')  # Latin-1 "été"
+    checked = bronze(sent).transform(parse_events).transform(validate_events, RULES)
+    [row] = quarantined_records(checked).collect()
+    assert (row["key"], row["value"], row["value_bytes"]) == (b"u1", sent, len(sent))
+    assert row["reasons"] == ["invalid_utf8"]
+    assert accepted_events(checked).count() == 0
+
+
+def test_an_oversized_record_that_is_not_utf8_gives_both_reasons(bronze) -> None:
+    assert reasons_of(bronze, b"\xff" * 3000) == [["oversized_record", "invalid_utf8"]]
+
+
 def test_a_record_without_a_value_is_malformed(bronze) -> None:
-    no_value = bronze(event()).withColumn("value", F.lit(None).cast("string"))
+    no_value = bronze(event()).withColumn("value", F.lit(None).cast("binary"))
     checked = no_value.transform(parse_events).transform(validate_events, RULES)
     [row] = quarantined_records(checked).collect()
     assert row["reasons"] == ["malformed_json"]
@@ -101,5 +164,4 @@ def test_each_timestamp_is_converted_once_however_the_rows_are_filtered(bronze) 
     accepted = (
         bronze(event()).transform(parse_events).transform(validate_events, RULES)
     ).transform(accepted_events)
-    plan = accepted._jdf.queryExecution().optimizedPlan().toString()
-    assert plan.count("RLIKE(") == 2, "event_time and sent_at, once each"
+    assert plan_text(accepted).count("RLIKE(") == 2, "event_time and sent_at, once each"
