@@ -105,8 +105,8 @@ def build_parser() -> OneLineParser:
         choices=sorted(ANOMALY_PRESETS),
         default="default",
         help="preset fractions: none, default (2%% of each kind; oversized 0.2%%, "
-        "redelivery 1%%, ahead 0.1%%) or all (5%% of each; oversized 1%%, redelivery 2%%, "
-        "ahead 0.2%%)",
+        "redelivery and invalid-utf8 1%%, ahead 0.1%%) or all (5%% of each; oversized 1%%, "
+        "redelivery and invalid-utf8 2%%, ahead 0.2%%)",
     )
     for kind in ANOMALY_KINDS:
         parser.add_argument(

@@ -30,6 +30,7 @@ from lakehouse.core.events import (
     EVENT_TYPES,
     REASON_CONFLICTING_DUPLICATE,
     REASON_FUTURE,
+    REASON_INVALID_UTF8,
     REASON_MALFORMED,
     REASON_MISSING,
     REASON_OVERSIZED,
@@ -81,6 +82,7 @@ KINDS = (
     "future",
     "redelivery",
     "ahead",
+    "invalid_utf8",
 )
 ANOMALY_KINDS = KINDS[1:]
 FATE_SILVER = "silver"
@@ -95,9 +97,9 @@ FATE_QUARANTINE = "quarantine"
 ANOMALY_PRESETS: dict[str, dict[str, float]] = {
     "none": {},
     "default": dict.fromkeys(ANOMALY_KINDS, 0.02)
-    | {"oversized": 0.002, "redelivery": 0.01, "ahead": 0.001},
+    | {"oversized": 0.002, "redelivery": 0.01, "ahead": 0.001, "invalid_utf8": 0.01},
     "all": dict.fromkeys(ANOMALY_KINDS, 0.05)
-    | {"oversized": 0.01, "redelivery": 0.02, "ahead": 0.002},
+    | {"oversized": 0.01, "redelivery": 0.02, "ahead": 0.002, "invalid_utf8": 0.02},
 }
 MAX_ANOMALY_SHARE = 0.5
 
@@ -150,6 +152,7 @@ class GeneratorConfig:
     future: float = 0.0
     redelivery: float = 0.0
     ahead: float = 0.0
+    invalid_utf8: float = 0.0
     late_min: timedelta = timedelta(minutes=15)
     late_max: timedelta = timedelta(hours=3)
     max_record_bytes: int = 65_536
@@ -274,6 +277,7 @@ class _Stream:
             "future": self._future,
             "redelivery": self._redelivery,
             "ahead": self._ahead,
+            "invalid_utf8": self._invalid_utf8,
         }
 
     def records(self) -> Iterator[GeneratedRecord]:
@@ -395,16 +399,33 @@ class _Stream:
         return record
 
     def _wrong_type(self, seq: int, clock_ms: int) -> GeneratedRecord:
-        if self.rng.random() < 0.5:
+        """A JSON value of another type than the contract's: text for the amount (a word, or
+        a number written as text), a number for event_time or user_id."""
+        variant = self.rng.randrange(4)
+        key = None
+        if variant < 2:
             event = self._event(clock_ms, clock_ms, event_type="purchase")
-            event["amount"] = "abc"
+            event["amount"] = "abc" if variant == 0 else f"{event['amount']:.2f}"
             reason = f"{REASON_WRONG_TYPE}:amount"
-        else:
+        elif variant == 2:
             # Epoch milliseconds of the simulated clock: a number, but never a future time.
             event = self._event(clock_ms, clock_ms)
             event["event_time"] = clock_ms
             reason = f"{REASON_WRONG_TYPE}:event_time"
-        return self._record(seq, clock_ms, "wrong_type", event, _dumps(event), (reason,))
+        else:
+            event = self._event(clock_ms, clock_ms)
+            key = event["user_id"]
+            event["user_id"] = int(key.removeprefix("u"))
+            reason = f"{REASON_WRONG_TYPE}:user_id"
+        return self._record(seq, clock_ms, "wrong_type", event, _dumps(event), (reason,), key=key)
+
+    def _invalid_utf8(self, seq: int, clock_ms: int) -> GeneratedRecord:
+        """A client that encodes in Latin-1: the JSON is fine, its bytes are not UTF-8."""
+        event = self._event(clock_ms, clock_ms)
+        value = _dumps(event).encode().replace(b'"page":"', b'"page":"caf\xe9 ', 1)
+        record = self._record(seq, clock_ms, "invalid_utf8", event, value, (REASON_INVALID_UTF8,))
+        record.ledger["event_id"] = None  # the pipeline cannot read it back
+        return record
 
     def _missing_field(self, seq: int, clock_ms: int) -> GeneratedRecord:
         # amount is required of purchases only, so dropping it needs a purchase.
@@ -436,13 +457,13 @@ class _Stream:
         clock_ms: int,
         kind: str,
         event: dict[str, Any],
-        value: str,
+        value: str | bytes,
         reasons: Sequence[str],
         key: str | None = None,
     ) -> GeneratedRecord:
         # A record without user_id still goes out under its user's key, as its client would.
         key = key or event["user_id"]
-        data = value.encode()
+        data = value if isinstance(value, bytes) else value.encode()
         ledger = _entry(
             seq, clock_ms, kind, key, data, event_id=event.get("event_id"), reasons=reasons
         )

@@ -115,6 +115,7 @@ def test_every_refused_record_is_quarantined_with_its_reasons(
         "oversized",
         "future",
         "redelivery",
+        "invalid_utf8",
     }
 
 

@@ -23,6 +23,7 @@ from lakehouse.core.events import (
     REASON_CONFLICTING_DUPLICATE,
     REASON_EVENT_ID_TOO_LONG,
     REASON_FUTURE,
+    REASON_INVALID_UTF8,
     REASON_MALFORMED,
     REASON_MISSING,
     REASON_NEGATIVE_AMOUNT,
@@ -88,7 +89,11 @@ def contract_reasons(value: bytes, kafka_time: datetime, max_bytes: int) -> list
     """The quarantine reasons lakehouse/core/events.py implies, read apart from the generator."""
     reasons = [REASON_OVERSIZED] if len(value) > max_bytes else []
     try:
-        event = json.loads(value)
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        return [*reasons, REASON_INVALID_UTF8]
+    try:
+        event = json.loads(text)
     except json.JSONDecodeError:
         return [*reasons, REASON_MALFORMED]
     reasons += [f"{REASON_MISSING}:{name}" for name in REQUIRED_FIELDS if event.get(name) is None]
@@ -281,23 +286,38 @@ def test_malformed_records_are_not_json(records: list[GeneratedRecord]) -> None:
         assert re.fullmatch(r"u\d{4}", record.key)
 
 
-def test_wrong_type_records_carry_a_text_amount_or_an_epoch_event_time(
+def test_wrong_type_records_carry_text_for_a_number_or_a_number_for_text(
     records: list[GeneratedRecord],
 ) -> None:
     seen = set()
+    amounts = set()
     for record in of_kind(records, "wrong_type"):
         event = json.loads(record.value)
         (reason,) = record.ledger["expected_reasons"]
         if reason == f"{REASON_WRONG_TYPE}:amount":
             assert event["event_type"] == "purchase"
-            assert event["amount"] == "abc"
+            assert isinstance(event["amount"], str)
+            amounts.add("number as text" if re.fullmatch(r"\d+\.\d\d", event["amount"]) else "word")
+        elif reason == f"{REASON_WRONG_TYPE}:user_id":
+            assert isinstance(event["user_id"], int)
+            assert record.key == f"u{event['user_id']:04d}", "sent under the user's key"
         else:
             assert reason == f"{REASON_WRONG_TYPE}:event_time"
             assert isinstance(event["event_time"], int)
             moment = datetime.fromtimestamp(event["event_time"] / 1000, UTC)
             assert moment <= NOW, "an epoch event_time must not also be in the future"
         seen.add(reason)
-    assert len(seen) == 2
+    assert len(seen) == 3 and amounts == {"number as text", "word"}
+
+
+def test_invalid_utf8_records_are_json_in_another_encoding(records: list[GeneratedRecord]) -> None:
+    for record in of_kind(records, "invalid_utf8"):
+        with pytest.raises(UnicodeDecodeError):
+            record.value.decode("utf-8")
+        event = json.loads(record.value.decode("latin-1"))
+        assert event["page"].startswith("caf\u00e9 ")
+        assert record.ledger["expected_reasons"] == [REASON_INVALID_UTF8]
+        assert record.ledger["event_id"] is None, "not readable: nothing to find it by"
 
 
 def test_missing_field_records_miss_exactly_that_field(records: list[GeneratedRecord]) -> None:
