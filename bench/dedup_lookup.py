@@ -26,6 +26,7 @@ from typing import Any
 from bench.report import save_results
 from bench.speed_layer import bench_settings
 from lakehouse.core.delta_io import append_once, table_version
+from lakehouse.speed import seen_events
 from lakehouse.speed.micro_batch import MicroBatchProcessor, PinnedState, SpeedOutputs
 from lakehouse.speed.seen_events import seen_in
 
@@ -94,7 +95,7 @@ def measure(spark: Any, size: int, args: argparse.Namespace, stamp: str) -> dict
         "silver_events": size,
         "silver_write_seconds": round(written, 1),
         "index_build_seconds": round(built, 2),
-        "index_bytes": 16 * len(index),
+        "index_bytes": 8 * len(seen_events.HELD) * len(index),
         "batch_seconds": [round(s, 3) for s in seconds],
         "median_batch_seconds": round(median, 3),
     }
