@@ -76,22 +76,27 @@ def _json_type(field: str) -> Column:
     return F.schema_of_variant(_json(field))
 
 
-def _typed_columns() -> dict[str, Column]:
+def _typed_columns() -> list[dict[str, Column]]:
     """Per string field, its text (null unless it is a JSON string) and whether it was given
     with another JSON type; amount as a decimal (null unless a number that fits). Computed
-    once per record, before the rules read them."""
-    columns: dict[str, Column] = {}
+    once per record, before the rules read them: each dict is a projection on the one before.
+    """
+    texts: dict[str, Column] = {}
     for f in contract.STRING_FIELDS:
-        kind = _json_type(f)
-        columns[_TEXT.format(f)] = F.when(kind == "STRING", F.variant_get(_json(f), "$", "string"))
-        columns[_WRONG.format(f)] = F.coalesce(~kind.isin("STRING", "VOID"), F.lit(False))
+        # A JSON string is the one JSON value a VARIANT casts to bytes (its UTF-8); asking
+        # for them is cheaper than naming the value's type.
+        texts[_TEXT.format(f)] = F.try_variant_get(_json(f), "$", "binary").cast("string")
     kind = _json_type("amount")
     number = kind.isin("BIGINT", "DOUBLE") | kind.startswith("DECIMAL")
-    columns[_AMOUNT] = F.when(
+    texts[_AMOUNT] = F.when(
         number, F.try_variant_get(_json("amount"), "$", AMOUNT_TYPE.simpleString())
     )
-    columns[_AMOUNT_GIVEN] = F.coalesce(kind != "VOID", F.lit(False))
-    return columns
+    texts[_AMOUNT_GIVEN] = F.coalesce(kind != "VOID", F.lit(False))
+    given = {
+        _WRONG.format(f): _json(f).isNotNull() & ~F.is_variant_null(_json(f)) & _text(f).isNull()
+        for f in contract.STRING_FIELDS
+    }
+    return [texts, given]
 
 
 def _text(field: str) -> Column:
@@ -170,7 +175,7 @@ def validate_events(parsed: DataFrame, rules: ValidationRules) -> DataFrame:
 
     The parsed `event` struct is dropped: it repeats the whole value, and a micro-batch is
     cached after this step."""
-    read = parsed.withColumns(_typed_columns())
+    read = reduce(DataFrame.withColumns, _typed_columns(), parsed)
     typed = read.withColumns(
         {_EVENT_TIME: _iso_timestamp("event_time"), _SENT_AT: _iso_timestamp("sent_at")}
     )

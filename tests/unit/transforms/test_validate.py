@@ -43,14 +43,15 @@ def reasons_of(bronze, *values):
 
 
 def test_a_good_event_has_no_reason_and_typed_columns(bronze) -> None:
-    checked = bronze(event(event_type="purchase", amount=12.5)).transform(parse_events)
+    sent = event(event_type="purchase", amount=12.5, page="/caf\u00e9 \u2615", user_id='u"1\\')
+    checked = bronze(sent).transform(parse_events)
     [row] = accepted_events(checked.transform(validate_events, RULES)).collect()
     assert {f: row[f] for f in TEXT_FIELDS} == {
         "event_id": "e-1",
         "event_type": "purchase",
-        "user_id": "u1",
+        "user_id": 'u"1\\',
         "session_id": "s1",
-        "page": "/",
+        "page": "/caf\u00e9 \u2615",
         "product_id": "p1",
     }
     assert row["amount"] == Decimal("12.50")
