@@ -58,6 +58,7 @@ compare: setup  ## reconcile two sources window by window: make compare ARGS="--
 
 test: setup  ## lint, types and every test against services of its own (ports +10000), started (while the linters run) and then stopped
 	@mkdir -p .state && rm -f $(RECORD)
+	@$(TEST_ENV) --fresh
 	@status=0; \
 	$(TEST_ENV) $(PY) -m infra.services up --record $(RECORD) & services=$$!; \
 	{ $(LINT) && $(TYPES); } || status=$$?; \
@@ -67,6 +68,7 @@ test: setup  ## lint, types and every test against services of its own (ports +1
 	exit $$status
 
 test-up: setup  ## start the tests' own services and leave them running (for pytest by hand)
+	@$(TEST_ENV) --fresh
 	@$(TEST_ENV) $(PY) -m infra.services up
 
 test-down:  ## stop the tests' own services

@@ -6,6 +6,7 @@ into the lakehouse a demo built (the DAG tests run replays and promote versions 
 never runs its DAG tests in an Airflow that another clone started with that clone's DAGs.
 
     python -m infra.test_env COMMAND [ARG ...]   # COMMAND in the test services' environment
+    python -m infra.test_env --fresh             # a new lakehouse and Kafka log (stopped only)
 
 `make test`, `make test-up` and `make test-down` start and stop the services through it, and
 tests/conftest.py applies the same environment, so a `pytest` run by hand uses them too.
@@ -71,6 +72,31 @@ def environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
     }
 
 
+# The data a test run writes and reads: each run that starts the services starts without it,
+# so no test depends on what another run, another clone or an older release left (a bronze
+# table of another schema, a live topic's history). Airflow's database, MinIO's data (each
+# run writes under a prefix of its own, deleted at its end) and the secrets stay.
+FRESH_EACH_RUN = ("lakehouse", "checkpoints", "dq", "ledgers", "spark-warehouse", "kafka")
+
+
+def fresh_state() -> str:
+    """Delete FRESH_EACH_RUN from the test state folder, unless Kafka is running there (a
+    `make test-up` left for pytest by hand). Says what it did."""
+    import shutil
+
+    from infra.services.base import Context
+    from infra.services.kafka import Kafka
+    from lakehouse.core.config import get_settings
+
+    folder = state_folder()
+    if Kafka(Context(settings=get_settings(), state=folder)).running():
+        return "==> test services already running: keeping their lakehouse and Kafka log"
+    gone = [name for name in FRESH_EACH_RUN if (folder / name).exists()]
+    for name in gone:
+        shutil.rmtree(folder / name)
+    return f"==> test state: a new {', '.join(FRESH_EACH_RUN)} ({folder})"
+
+
 def apply() -> None:
     """Point this process (and what it starts) at the test services, their secrets made."""
     os.environ.update(environ())
@@ -82,6 +108,9 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip())
         return 0 if argv else 2
     apply()
+    if argv == ["--fresh"]:
+        print(fresh_state())
+        return 0
     try:
         os.execvp(argv[0], argv)
     except OSError as err:

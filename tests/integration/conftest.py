@@ -8,13 +8,17 @@ from pathlib import Path
 import pytest
 
 from lakehouse.core.config import Settings
+from lakehouse.core.kafka_io import ensure_topic
 from tests.integration.airflow_client import Api, login
 from tests.integration.browser import Browser, start_browser
 
 
 @pytest.fixture(scope="module")
-def api(airflow_up: str, minio_settings: Settings) -> Iterator[Api]:
-    """The running Airflow's REST API, logged in as the admin user."""
+def api(airflow_up: str, kafka_up: str, minio_settings: Settings) -> Iterator[Api]:
+    """The running Airflow's REST API, logged in as the admin user. The DAGs' jobs read and
+    write the live topic, which each run's new Kafka log (infra/test_env.py) lacks at first,
+    as a new installation does until `make up` creates it."""
+    ensure_topic(minio_settings)
     client = login(airflow_up, minio_settings)
     yield client
     client.close()
