@@ -41,6 +41,7 @@ from lakehouse.replay.versions import (
 from lakehouse.serving.serve import serve
 from lakehouse.speed.micro_batch import MicroBatchProcessor, SpeedOutputs
 from lakehouse.speed.stream import start_query
+from lakehouse.transforms.dedup import DEDUP_COLUMNS
 from lakehouse.transforms.views import VIEWS
 from tests.conftest import new_topic
 from tests.delta_files import WALL_CLOCK, commits
@@ -179,6 +180,31 @@ def test_a_replay_from_earliest_equals_the_batch_recompute(
         "quarantine",
         "user_sessions",
     ]
+
+
+def test_a_replay_1000_records_a_micro_batch_equals_the_batch_and_keeps_first_deliveries(
+    spark: SparkSession, log: Log
+) -> None:
+    """The log holds every anomaly (re-deliveries with another event_time or page, events
+    far ahead of the stream, bytes that are not UTF-8, numbers for strings): replayed 1,000
+    records a micro-batch, with late events in the later batches, silver holds each event_id
+    once at its first delivery, as the live stream's does, and batch = replay + late, window
+    by window."""
+    plan = plan_replay(log.settings, log.settings.kafka.topic, ReplayStart("earliest"))
+    outcome = run_replay(spark, log.settings, plan, "batched", max_offsets_per_trigger=1000)
+    assert outcome.status == "caught_up"
+    progress = read_table(spark, SpeedOutputs.replay("batched").progress, log.settings)
+    sizes = [r["input_rows"] for r in progress.collect()]
+    assert len(sizes) >= 2 and max(sizes) <= 1000, sizes
+    assert_equals_batch_and_live(spark, log.settings, "batched")
+
+    def firsts(outputs: SpeedOutputs) -> list[tuple]:
+        rows = read_table(spark, outputs.silver, log.settings)
+        return sorted(tuple(r) for r in rows.select(*DEDUP_COLUMNS).collect())
+
+    replayed = firsts(SpeedOutputs.replay("batched"))
+    assert len({r[0] for r in replayed}) == len(replayed), "each event_id once"
+    assert replayed == firsts(SpeedOutputs.live())
 
 
 def test_a_replay_interrupted_mid_batch_resumes_to_the_same_result(
