@@ -11,18 +11,12 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from lakehouse.core.events import REASON_CONFLICTING_DUPLICATE
+from lakehouse.core.events import FIELDS, REASON_CONFLICTING_DUPLICATE
+from lakehouse.transforms.validate import quarantine_rows
 
 DEDUP_COLUMNS = ("event_id", "kafka_partition", "kafka_offset")  # what deciding reads
-CONTENT_COLUMNS = (
-    "event_type",
-    "user_id",
-    "session_id",
-    "page",
-    "product_id",
-    "amount",
-    "event_time",
-)
+# The contract's fields but the id and sent_at (a retry may stamp it again).
+CONTENT_COLUMNS = tuple(f for f in FIELDS if f not in ("event_id", "sent_at"))
 FIRST_COLUMNS = (*DEDUP_COLUMNS, "content")  # a first delivery, as later ones are compared
 
 
@@ -75,25 +69,16 @@ def conflicting_deliveries(deliveries: DataFrame, firsts: DataFrame) -> DataFram
 
 
 def conflicting_records(checked: DataFrame, conflicts: DataFrame) -> DataFrame:
-    """Quarantine rows (lakehouse.transforms.validate.quarantined_records' shape) for the
-    conflicting deliveries among validated bronze rows `checked`."""
-    return checked.join(
+    """Quarantine rows for the conflicting deliveries among validated bronze rows
+    `checked`."""
+    conflicting = checked.join(
         conflicts.withColumnsRenamed({"kafka_partition": "partition", "kafka_offset": "offset"}),
         ["partition", "offset"],
-    ).select(
-        "topic",
-        F.col("partition").alias("kafka_partition"),
-        F.col("offset").alias("kafka_offset"),
-        "kafka_timestamp",
-        "key",
-        "value",
-        F.octet_length("value").alias("value_bytes"),
-        F.array(F.lit(REASON_CONFLICTING_DUPLICATE)).alias("reasons"),
-        F.format_string(
-            f"{REASON_CONFLICTING_DUPLICATE}: the first delivery, at partition %d offset %d, "
-            "says otherwise",
-            "first_partition",
-            "first_offset",
-        ).alias("reason"),
-        F.col("ingested_at").alias("quarantined_at"),
     )
+    reason = F.format_string(
+        f"{REASON_CONFLICTING_DUPLICATE}: the first delivery, at partition %d offset %d, "
+        "says otherwise",
+        "first_partition",
+        "first_offset",
+    )
+    return quarantine_rows(conflicting, F.array(F.lit(REASON_CONFLICTING_DUPLICATE)), reason)

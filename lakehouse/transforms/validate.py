@@ -227,21 +227,24 @@ def accepted_events(validated: DataFrame) -> DataFrame:
     )
 
 
+def quarantine_rows(records: DataFrame, why: Column, reason: Column) -> DataFrame:
+    """Bronze rows as bronze.quarantine's: the raw record, its Kafka coordinates, its
+    reasons (`why`, an array) and `reason` (their text)."""
+    return records.select(
+        "topic",
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        "kafka_timestamp",
+        "key",
+        "value",
+        F.octet_length("value").alias("value_bytes"),
+        why.alias("reasons"),
+        reason.alias("reason"),
+        F.col("ingested_at").alias("quarantined_at"),
+    )
+
+
 def quarantined_records(validated: DataFrame) -> DataFrame:
     """Rows that break a rule: the raw record, its Kafka coordinates and every reason."""
-    return (
-        validated.where(~is_accepted())
-        .withColumn("reasons", reasons(F.col("reason_bits")))
-        .select(
-            "topic",
-            F.col("partition").alias("kafka_partition"),
-            F.col("offset").alias("kafka_offset"),
-            "kafka_timestamp",
-            "key",
-            "value",
-            F.octet_length("value").alias("value_bytes"),
-            "reasons",
-            F.array_join("reasons", "; ").alias("reason"),
-            F.col("ingested_at").alias("quarantined_at"),
-        )
-    )
+    broken = validated.where(~is_accepted()).withColumn("reasons", reasons(F.col("reason_bits")))
+    return quarantine_rows(broken, F.col("reasons"), F.array_join("reasons", "; "))
