@@ -42,7 +42,8 @@ explain it (`batch = speed + late`). Results go to `dq.reconciliation_runs` and
   compares batch vs speed over the interval(s) those batch runs recomputed.
 - **After every replay**: triggered by `replay.versions` (kappa_replay announces each
   version it wrote), it compares that version with the live output (replay vs speed).
-  A run triggered by both compares each; it fails if any comparison's gate fails.
+  A run triggered by both compares each; it fails if any comparison's gate fails. An
+  announced version the lakehouse no longer holds (a reset lakehouse) is logged and skipped.
 - **By hand**: *Trigger DAG* with `left`/`right` (batch, speed, or a replay version as
   `replay:v3`: replay vs live, replay vs batch), a `view` (or all), and an optional
   `start`/`end` range (UTC; empty: every final window).
@@ -119,7 +120,7 @@ def compare_sources(context: Mapping[str, Any], run: RunJob | None = None) -> di
     checked_params(context)
     summaries: dict[str, Any] = {}
     failures: list[str] = []
-    for index, (label, arguments) in enumerate(_comparisons(context)):
+    for index, (label, arguments, announced) in enumerate(_comparisons(context)):
         # The first comparison is recorded under the run's id, the others beside it.
         left = arguments[1].replace(":", "_")
         run_id = context["run_id"] if index == 0 else f"{context['run_id']}:{left}"
@@ -128,6 +129,11 @@ def compare_sources(context: Mapping[str, Any], run: RunJob | None = None) -> di
         outcome = (run or run_job)("jobs.reconcile", args, log.info)
         if outcome.returncode == Exit.NOTHING_TO_DO:
             log.info("%s: no window is final on both sides yet: nothing compared", label)
+            continue
+        if outcome.returncode == Exit.BAD_REQUEST and announced:
+            # The DAG wrote these arguments: only the version can be refused, one the lakehouse
+            # no longer holds. An old announcement must not fail the comparisons queued with it.
+            log.warning("%s: the announced version is not in the lakehouse: skipped", label)
             continue
         if outcome.returncode == Exit.BAD_REQUEST:
             raise AirflowFailException("bad parameters: see the log above")
@@ -144,9 +150,10 @@ def compare_sources(context: Mapping[str, Any], run: RunJob | None = None) -> di
     return summaries
 
 
-def _comparisons(context: Any) -> list[tuple[str, list[str]]]:
-    """What this run compares: the form's choice, or what triggered it. Batch runs: batch vs
-    speed over what they recomputed. Each replay announced: that version vs live."""
+def _comparisons(context: Any) -> list[tuple[str, list[str], bool]]:
+    """What this run compares, (label, jobs.reconcile arguments, announced by a replay): the
+    form's choice, or what triggered it. Batch runs: batch vs speed over what they
+    recomputed. Each replay announced: that version vs live."""
     events = context.get("triggering_asset_events") or {}
     replayed = dict.fromkeys(
         str(e.extra["version"]) for e in events.get(REPLAY_ASSET, ()) if e.extra.get("version")
@@ -155,9 +162,10 @@ def _comparisons(context: Any) -> list[tuple[str, list[str]]]:
     found = []
     if batch_triggered or not replayed:
         params = context["params"]
-        found.append((f"{params['left']} vs {params['right']}", _arguments(context)))
+        found.append((f"{params['left']} vs {params['right']}", _arguments(context), False))
     found += [
-        (f"replay:{v} vs speed", ["--left", f"replay:{v}", "--right", "speed"]) for v in replayed
+        (f"replay:{v} vs speed", ["--left", f"replay:{v}", "--right", "speed"], True)
+        for v in replayed
     ]
     return found
 

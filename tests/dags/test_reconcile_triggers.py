@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.dags.conftest import load_dag_module, triggering_events
+from tests.dags.conftest import load_dag_file, load_dag_module, triggering_events
 
 DEFAULTS = {"left": "batch", "right": "speed", "view": "all", "start": None, "end": None}
 
@@ -25,8 +25,8 @@ def test_a_run_triggered_by_replays_compares_each_version_with_live(rc: Any) -> 
     )
     found = rc._comparisons({"params": DEFAULTS, "triggering_asset_events": events})
     assert found == [
-        ("replay:v3 vs speed", ["--left", "replay:v3", "--right", "speed"]),
-        ("replay:v4 vs speed", ["--left", "replay:v4", "--right", "speed"]),
+        ("replay:v3 vs speed", ["--left", "replay:v3", "--right", "speed"], True),
+        ("replay:v4 vs speed", ["--left", "replay:v4", "--right", "speed"], True),
     ]
 
 
@@ -37,9 +37,33 @@ def test_batch_runs_and_a_replay_queued_together_are_all_compared(rc: Any) -> No
     )
     found = rc._comparisons({"params": DEFAULTS, "triggering_asset_events": events})
     assert found == [
-        ("batch vs speed", ["--left", "batch", "--right", "speed", "--batch-run", "scheduled__a"]),
-        ("replay:v5 vs speed", ["--left", "replay:v5", "--right", "speed"]),
+        (
+            "batch vs speed",
+            ["--left", "batch", "--right", "speed", "--batch-run", "scheduled__a"],
+            False,
+        ),
+        ("replay:v5 vs speed", ["--left", "replay:v5", "--right", "speed"], True),
     ]
+
+
+def test_an_announced_version_the_lakehouse_lacks_is_skipped_not_failed(
+    airflow_home: Path, jobs_here: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An announcement older than the lakehouse (reset since) names a version it never held:
+    the run says so and skips, while the same version asked for by hand fails the run."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    dag_file = load_dag_file("reconcile")
+    announced = dag_file.context("compare", run_type="asset_triggered")
+    announced["triggering_asset_events"] = triggering_events(
+        (dag_file.module.REPLAY_ASSET, {"version": "gone"}, "manual__9")
+    )
+    with pytest.raises(AirflowSkipException):
+        dag_file.module.compare_sources(announced, jobs_here)
+    assert "replay:gone vs speed: the announced version is not in the lakehouse" in caplog.text
+    asked = dag_file.context("compare", {"left": "replay:gone", "right": "speed"})
+    with pytest.raises(AirflowFailException, match="bad parameters"):
+        dag_file.module.compare_sources(asked, jobs_here)
 
 
 def test_a_manual_run_compares_what_the_form_asks(rc: Any) -> None:
@@ -49,6 +73,7 @@ def test_a_manual_run_compares_what_the_form_asks(rc: Any) -> None:
         (
             "replay:v2 vs batch",
             ["--left", "replay:v2", "--right", "batch", "--view", "user_sessions"],
+            False,
         )
     ]
 
