@@ -6,17 +6,23 @@ the first delivery of an event the batch recomputes can be anywhere earlier in b
 what an interval reads. Each batch run first brings this table up to date with the bronze
 records appended since the last run; an interval's events are then the deliveries it lists.
 
+Reading bronze by Kafka timestamp is exact, not a guess: an accepted event is never more than
+`future_tolerance_seconds` ahead of its Kafka timestamp (validation quarantines it), so every
+delivery of an event at or after t has a Kafka timestamp at or after t - tolerance.
+
 "First" is the speed layer's order: bronze is appended one micro-batch at a time (one
 `ingested_at` each), and within a micro-batch the lowest (partition, offset) wins.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse.core.delta_io import each_new_chunk, merge_once
+from lakehouse.core.delta_io import each_new_chunk, merge_once, read_table
 from lakehouse.core.tables import BATCH, table
 from lakehouse.transforms.dedup import DEDUP_COLUMNS
 from lakehouse.transforms.parse import parse_events
@@ -70,3 +76,23 @@ def update_first_deliveries(spark: SparkSession, settings: Settings) -> None:
 def only_first_deliveries(events: DataFrame, firsts: DataFrame) -> DataFrame:
     """The accepted `events` (DEDUP_COLUMNS among theirs) that are their id's first delivery."""
     return events.join(firsts.select(*DEDUP_COLUMNS), list(DEDUP_COLUMNS), "left_semi")
+
+
+def first_deliveries_from(
+    spark: SparkSession, settings: Settings, raw: DataFrame, since: datetime, columns: Sequence[str]
+) -> DataFrame:
+    """The accepted events in bronze `raw` with an event_time from `since` on, each its id's
+    first delivery (the table brought up to date first), with DEDUP_COLUMNS and `columns`."""
+    # From bronze's newest version: at least all of `raw` (bronze is only appended to).
+    update_first_deliveries(spark, settings)
+    firsts = read_table(spark, FIRST_DELIVERIES, settings)
+    tolerance = timedelta(seconds=settings.speed.future_tolerance_seconds)
+    return (
+        raw.where(F.col("kafka_timestamp") >= F.lit(since - tolerance))
+        .transform(parse_events)
+        .transform(validate_events, ValidationRules.of(settings))
+        .transform(accepted_events)
+        .select(*dict.fromkeys([*DEDUP_COLUMNS, *columns]))
+        .transform(only_first_deliveries, firsts)
+        .where(F.col("event_time") >= F.lit(since))
+    )

@@ -10,10 +10,6 @@ Which rows an interval owns: those whose view time (window_start, session_start)
 before `start` (a session's quiet gap) and after `end` (a sliding window's tail, a session
 that goes on), so the result never depends on how time is cut into intervals.
 
-Reading bronze by Kafka timestamp is exact, not a guess: an accepted event is never more than
-`future_tolerance_seconds` ahead of its Kafka timestamp (validation quarantines it), so every
-delivery of an event at or after t has a Kafka timestamp at or after t - tolerance.
-
 Writes: one `replaceWhere` commit per view over exactly the interval's rows, then one row per
 view in ops.batch_runs (last, so a run killed half-way is never taken as done). A rerun
 replaces the same rows with the same values. After that, the files reruns replaced long ago are
@@ -30,17 +26,12 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from lakehouse.batch.first_deliveries import (
-    FIRST_DELIVERIES,
-    only_first_deliveries,
-    update_first_deliveries,
-)
+from lakehouse.batch.first_deliveries import first_deliveries_from
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
     append_once,
     last_vacuum_end,
     overwrite_where,
-    read_table,
     read_table_at,
     small_frame,
     table_version,
@@ -48,10 +39,7 @@ from lakehouse.core.delta_io import (
 )
 from lakehouse.core.tables import BATCH, table
 from lakehouse.core.times import EPOCH, TimeRangeError, from_micros, handled
-from lakehouse.transforms.dedup import DEDUP_COLUMNS
 from lakehouse.transforms.lateness import WatermarkRule, partition_marks
-from lakehouse.transforms.parse import parse_events
-from lakehouse.transforms.validate import ValidationRules, accepted_events, validate_events
 from lakehouse.transforms.views import VIEW_INPUT_COLUMNS, VIEWS, View
 
 if TYPE_CHECKING:
@@ -160,24 +148,18 @@ def recompute_interval(
         )
     raw = read_table_at(spark, BRONZE, settings, bronze_version)
     assert raw is not None
-    # Every id's first delivery, from bronze up to its newest version: at least all of the
-    # version read (bronze is only appended to).
-    update_first_deliveries(spark, settings)
-    firsts = read_table(spark, FIRST_DELIVERIES, settings)
     lookback = timedelta(seconds=max(v.lookback_seconds for v in VIEWS.values()))
-    tolerance = timedelta(seconds=settings.speed.future_tolerance_seconds)
-    first_needed = interval.start - lookback
     events = (
-        raw.where(F.col("kafka_timestamp") >= F.lit(first_needed - tolerance))
-        .transform(parse_events)
-        .transform(validate_events, ValidationRules.of(settings))
-        .transform(accepted_events)
-        # Only what dedup, the run's figures and the views read: less to shuffle and cache.
-        .select(*DEDUP_COLUMNS, "kafka_timestamp", *VIEW_INPUT_COLUMNS)
-        .transform(only_first_deliveries, firsts)
+        # Only what the run's figures and the views read: less to shuffle and cache.
+        first_deliveries_from(
+            spark,
+            settings,
+            raw,
+            interval.start - lookback,
+            ["kafka_timestamp", *VIEW_INPUT_COLUMNS],
+        )
         # kafka_partition stays: the watermark is decided per partition.
         .drop("event_id", "kafka_offset")
-        .where(F.col("event_time") >= F.lit(first_needed))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:

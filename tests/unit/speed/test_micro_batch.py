@@ -107,43 +107,6 @@ def test_the_state_a_batch_leaves_in_memory_is_what_the_next_batch_would_read_ba
     assert len(held(rebuilt)) == 60
 
 
-def test_a_write_failing_beside_the_others_fails_the_batch_and_its_retry_writes_once(
-    spark, local_settings, tmp_path
-) -> None:
-    """A batch writes its tables side by side (speed.write_threads); one failed write
-    must still fail the batch before its progress row, and the retry must skip what the
-    others committed."""
-    import time
-    from datetime import UTC, timedelta
-
-    assert local_settings.speed.write_threads > 1
-    live = SpeedOutputs.live()
-    out = replace(live, counts=replace(live.counts, name="tests.blocked_counts"))
-    blocked = Path(out.counts.path(local_settings))
-    blocked.parent.mkdir(parents=True)
-    blocked.write_text("a file where the table's folder should be")
-    checkpoint = query_checkpoint(tmp_path / "checkpoint", "query-1")
-    processor = MicroBatchProcessor(local_settings, out, str(checkpoint), lambda: {0: 40})
-    batch = kafka_records(spark, events_at(datetime.now(UTC) - timedelta(minutes=5), 40, 3), 0)
-    app = processor.app_id(spark)
-
-    def run_batch() -> None:
-        processor.process(batch, 0, app, PinnedState(waiting=40), time.monotonic())
-
-    with pytest.raises(Exception, match="blocked_counts"):
-        run_batch()
-    assert read_table(spark, out.silver, local_settings).count() == 40, "written beside it"
-    assert not Path(out.progress.path(local_settings)).exists(), "the batch did not complete"
-
-    blocked.unlink()
-    run_batch()
-    for name in ("raw", "silver", "counts", "progress"):
-        assert table_version(spark, getattr(out, name), local_settings) == 0, name
-    assert read_table(spark, out.silver, local_settings).count() == 40
-    counted = read_table(spark, out.counts, local_settings).agg({"events": "sum"}).first()
-    assert counted is not None and counted[0] == 40
-
-
 def events_at(
     start: datetime, count: int, seconds_apart: int, users: int = 3, user: str | None = None
 ) -> list:
@@ -476,7 +439,11 @@ def test_a_batch_retried_after_a_week_s_stop_reads_silver_as_it_was(
     stayed stopped for over a week, that version is no longer silver's latest and is more than
     the table's deletedFileRetentionDuration (7 days) old: Delta 4 refuses by default to read
     it, and the stream could never start again. Batches 0 and 1 are the module's stream's,
-    in a copy of what they left."""
+    in a copy of what they left.
+
+    The batch writes its tables side by side (speed.write_threads): the one failed write must
+    still fail the batch before its progress row, and the retry must skip what the others
+    committed."""
 
     settings = moved_to(streamed.plain, copied(streamed.plain_folder, tmp_path / "copy"))
     out = SpeedOutputs.live()
@@ -487,11 +454,15 @@ def test_a_batch_retried_after_a_week_s_stop_reads_silver_as_it_was(
     blocked = Path(blocked_out.counts.path(settings))
     blocked.parent.mkdir(parents=True, exist_ok=True)
     blocked.write_text("a file where the table's folder should be")
+    assert settings.speed.write_threads > 1
     with pytest.raises(Exception, match="blocked_counts"):
         MicroBatchProcessor(settings, blocked_out, checkpoint, lambda: {})(batch, 2)
     assert streamed.committed is not None
     left = streamed.committed[2].silver_version
-    assert left is not None and left < table_version(spark, out.silver, settings)
+    assert left is not None and left < table_version(spark, out.silver, settings), "written"
+    progress = read_table(spark, out.progress, settings)
+    assert progress.where("batch_id = 2").count() == 0, "the batch did not complete"
+    appended = {n: table_version(spark, getattr(out, n), settings) for n in ("raw", "silver")}
     for name in ("raw", "quarantine", "silver", "active_users", "sessions", "late", "progress"):
         target = getattr(out, name).path(settings)
         if Path(target).exists():
@@ -500,5 +471,8 @@ def test_a_batch_retried_after_a_week_s_stop_reads_silver_as_it_was(
 
     MicroBatchProcessor(settings, blocked_out, checkpoint, lambda: {})(batch, 2)
 
+    assert appended == {n: table_version(spark, getattr(out, n), settings) for n in appended}
     silver = read_table(spark, out.silver, settings).select("event_id").collect()
     assert sorted(r["event_id"] for r in silver) == sorted(streamed.event_ids)
+    counted = read_table(spark, blocked_out.counts, settings).agg(F.sum("events")).first()
+    assert counted is not None and counted[0] == len(streamed.event_ids) // 3, "batch 2's events"
