@@ -39,6 +39,7 @@ from lakehouse.core.delta_io import (
 )
 from lakehouse.core.tables import BATCH, table
 from lakehouse.core.times import EPOCH, TimeRangeError, from_micros, handled
+from lakehouse.ops.migrate import require_bytes
 from lakehouse.transforms.lateness import WatermarkRule, partition_marks
 from lakehouse.transforms.views import VIEW_INPUT_COLUMNS, VIEWS, View
 
@@ -146,6 +147,8 @@ def recompute_interval(
         raise NoDataError(
             f"{BRONZE.name} does not exist yet: run the speed layer first (it writes bronze)"
         )
+    # Parsing decodes bytes: string bronze from an older release is migrated first.
+    require_bytes(spark, settings, [BRONZE])
     raw = read_table_at(spark, BRONZE, settings, bronze_version)
     assert raw is not None
     lookback = timedelta(seconds=max(v.lookback_seconds for v in VIEWS.values()))

@@ -95,7 +95,9 @@ def ensure_topic(
 def delete_topics(settings: Settings, prefix: str) -> list[str]:
     """Delete every topic whose name starts with `prefix` (tests' and benchmarks' own
     topics: each keeps its records forever, so without this the broker's disk only grows).
-    Returns the names deleted."""
+    Returns the names deleted, once the broker no longer lists them."""
+    import time
+
     if not prefix:
         raise ValueError("a prefix is needed: deleting every topic is never what is meant")
     admin = _admin(settings)
@@ -103,6 +105,10 @@ def delete_topics(settings: Settings, prefix: str) -> list[str]:
         names = sorted(t for t in admin.list_topics() if t.startswith(prefix))
         if names:
             admin.delete_topics(names, timeout_ms=30_000)
+        # The controller accepts a deletion before every broker's metadata forgets the topic.
+        deadline = time.monotonic() + 30
+        while set(names) & set(admin.list_topics()) and time.monotonic() < deadline:
+            time.sleep(0.2)
     finally:
         admin.close()
     return names

@@ -129,8 +129,9 @@ def migrate_bronze(
 
 
 def require_bytes(spark: SparkSession, settings: Settings, tables: Iterable[Table | None]) -> None:
-    """Refuse (NotMigratedError) to write to a table written before key and value were bytes:
-    Delta would refuse the first append, after the writer had started."""
+    """Refuse (NotMigratedError) to write to, or recompute from, a table written before key
+    and value were bytes: Delta would refuse the first append, after the writer had started,
+    and parsing reads bytes."""
     from delta.tables import DeltaTable
 
     for t in tables:

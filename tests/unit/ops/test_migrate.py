@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from pyspark.sql import functions as F
 
+from lakehouse.batch.recompute import Interval, recompute_interval
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table_at, table_version
 from lakehouse.core.frames import rows_frame
@@ -60,9 +61,13 @@ def test_a_string_table_becomes_bytes_with_every_byte_kept_once(
 ) -> None:
     write_string_bronze(spark, local_settings)
     kept = properties(spark, local_settings)
-    # Its writer refuses to start on it (its first append of bytes would fail).
+    # Its writer refuses to start on it (its first append of bytes would fail), and the batch
+    # layer to recompute from it.
     with pytest.raises(NotMigratedError, match="run `make migrate-bronze`"):
         migrate.require_bytes(spark, local_settings, [RAW])
+    interval = Interval.checked(AT, AT + timedelta(hours=1), datetime.now(UTC))
+    with pytest.raises(NotMigratedError, match="run `make migrate-bronze`"):
+        recompute_interval(spark, local_settings, interval, "r")
 
     # A rewrite whose digest differs from the version read is undone, and said so.
     with monkeypatch.context() as patched:
