@@ -34,8 +34,17 @@ from lakehouse.core.spark import SparkSetupError, get_spark
 from lakehouse.core.storage import StorageError, ensure_bucket
 from lakehouse.core.tables import VERSIONS
 from lakehouse.replay.plan import ReplayRequestError, check_version_name
-from lakehouse.replay.promotion import GateFailedError, list_all, promote, remove, rollback
-from lakehouse.replay.versions import VersionError, VersionInfo, active_version
+from lakehouse.replay.promotion import (
+    GateFailedError,
+    check_removable,
+    list_all,
+    promote,
+    promotion_action,
+    remove,
+    rollback,
+    rollback_target,
+)
+from lakehouse.replay.versions import LIVE, VersionError, VersionInfo, active_version
 
 JOB = "versions"
 
@@ -92,22 +101,33 @@ def main(argv: list[str]) -> Exit:
         settings = get_settings()
         if settings.storage.on_s3:
             ensure_bucket(settings)
-        spark = get_spark(VERSIONS, settings)
         if args.command == "list":
-            listing = list_all(spark, settings)
+            listing = list_all(settings)
             say(show(listing.versions, listing.sizes_mb))
-            say(f"active: {listing.active} (* above)")
+            say(
+                f"active: {listing.active} (* above)"
+                if listing.active != LIVE
+                else "active: live (the speed layer's own tables: no replay version promoted)"
+            )
             if listing.unserved:
                 say(listing.unserved)
             return Exit.OK
         with exclusive_writer(settings, VERSIONS, wait_seconds=60):
+            # Refused before Spark starts: a refusal answers in about a second.
+            if args.command == "promote":
+                promotion_action(settings, args.version)
+            elif args.command == "rollback":
+                rollback_target(settings)
+            else:
+                check_removable(settings, args.version)
+            spark = get_spark(VERSIONS, settings)
             if args.command == "promote":
                 done = promote(spark, settings, args.version, args.force, say)
             elif args.command == "rollback":
                 done = rollback(spark, settings)
             else:
                 done = remove(spark, settings, args.version)
-        active = active_version(spark, settings)
+        active = active_version(settings)
         say(outcome_line(done, active, settings.mode))
         say(result_line(JOB, {"outcome": done, "active": active}))
         return Exit.OK

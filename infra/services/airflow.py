@@ -67,6 +67,8 @@ class Airflow(Service):
                 filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
             ),
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+            # The Tributary view (plugins/tributary_view.py).
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": str(svc.airflow_parallelism),

@@ -109,3 +109,28 @@ def delete_prefix(settings: Settings, prefix: str, bucket: str | None = None) ->
     if errors:
         raise StorageError(f"{len(errors)} objects under {prefix} not deleted: {errors[0]}")
     return len(names)
+
+
+def stored_bytes(settings: Settings, folder: str) -> int | None:
+    """The bytes stored under a lakehouse folder (a local path or s3a://bucket/prefix), every
+    file counted, or None when nothing is there."""
+    import os
+
+    if not folder.startswith("s3a://"):
+        path = folder.removeprefix("file://")
+        if not os.path.isdir(path):
+            return None
+        return sum(
+            os.path.getsize(os.path.join(root, name))
+            for root, _, names in os.walk(path)
+            for name in names
+        )
+    bucket, _, prefix = folder.removeprefix("s3a://").partition("/")
+    with _explained(settings):
+        sizes = [
+            o.size or 0
+            for o in s3_client(settings).list_objects(
+                bucket, prefix=prefix.rstrip("/") + "/", recursive=True
+            )
+        ]
+    return sum(sizes) if sizes else None

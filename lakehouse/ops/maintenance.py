@@ -78,9 +78,9 @@ def tables_to_maintain(
     for name in BOOKKEEPING:
         t = table(name)
         by_writer.setdefault(t.writer, []).append(t)
-    versions = [v for v in list_versions(spark, settings) if v.status != "removed"]
+    versions = [v for v in list_versions(settings) if v.status != "removed"]
     # Serving reads a promoted version at its pins, now or after a rollback to it.
-    promoted = {r["version"] for r in pointer_history(spark, settings) if r["action"] in PINNING}
+    promoted = {r["version"] for r in pointer_history(settings) if r["action"] in PINNING}
     promoted &= {v.version for v in versions}
     pinned = {t.name for v in promoted for t in served_tables(v).values()}
     for info in versions:

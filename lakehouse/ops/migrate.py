@@ -80,7 +80,7 @@ def tables_to_migrate(spark: SparkSession, settings: Settings) -> list[Table]:
 
     found = [table(name) for name in BRONZE]
     if table_exists(spark, table("ops.replay_versions"), settings):
-        found += [outputs_of(v.version).quarantine for v in list_versions(spark, settings)]
+        found += [outputs_of(v.version).quarantine for v in list_versions(settings)]
     return found
 
 

@@ -132,7 +132,7 @@ def check_replay_sides(spark: SparkSession, settings: Settings, request: Compari
     wanted = [s[len(REPLAY_PREFIX) :] for s in sides if s.startswith(REPLAY_PREFIX)]
     if not wanted:
         return
-    found = {v.version: v for v in list_versions(spark, settings)}
+    found = {v.version: v for v in list_versions(settings)}
     for version in wanted:
         if version not in found:
             raise BadComparison(f"no version {version}; versions: {', '.join(found) or 'none yet'}")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse.core.config import Settings
 from lakehouse.core.locks import exclusive_writer
+from lakehouse.core.storage import stored_bytes
 from lakehouse.core.tables import VERSIONS
 from lakehouse.replay.plan import check_version_name
 from lakehouse.replay.versions import (
@@ -56,13 +57,14 @@ class Listing:
     unserved: str | None  # why serving reads less of the active version than it holds
 
 
-def list_all(spark: SparkSession, settings: Settings) -> Listing:
-    versions = list_versions(spark, settings)
-    sizes = {v.version: size_mb(spark, settings, v.version) for v in versions}
-    active = active_version(spark, settings)
+def list_all(settings: Settings) -> Listing:
+    """Read with delta-rs: no Spark, an answer in about a second."""
+    versions = list_versions(settings)
+    sizes = {v.version: size_mb(settings, v.version) for v in versions}
+    active = active_version(settings)
     unserved = None
-    if not serves_all_of(spark, settings, active):
-        since = pinned_since(pointer_history(spark, settings), active)
+    if not serves_all_of(settings, active):
+        since = pinned_since(pointer_history(settings), active)
         unserved = unserved_note(active, since, datetime.now(UTC))
     return Listing(versions, sizes, active, unserved)
 
@@ -108,12 +110,7 @@ def promote(
 ) -> str:
     """Make `version` the one serving reads, or, when it already is, let serving read what
     its extensions added since its gate last passed (an "advance")."""
-    info = _existing(spark, settings, version)
-    if info.status != "caught_up":
-        raise VersionError(f"{version} has not caught up (status {info.status}): let it finish")
-    if info.active and serves_all_of(spark, settings, version):
-        raise VersionError(f"{version} is already the active version; serving reads all of it")
-    action = "advance" if info.active else "promote"
+    action = promotion_action(settings, version)
     verdict = gated_switch(spark, settings, version, action, force, say)
     if not verdict.passed and not force:
         raise GateFailedError(
@@ -121,17 +118,30 @@ def promote(
             "(fix the cause and replay again, or promote with --force: it is recorded)"
         )
     done = (
-        f"advanced {version} to what its extensions added" if info.active else f"promoted {version}"
+        f"advanced {version} to what its extensions added"
+        if action == "advance"
+        else f"promoted {version}"
     )
     return done + (" (forced past a failed gate)" if not verdict.passed else "")
 
 
-def serves_all_of(spark: SparkSession, settings: Settings, version: str) -> bool:
+def promotion_action(settings: Settings, version: str) -> str:
+    """ "promote", or "advance" for the active version; VersionError when neither can be done
+    (checked without Spark, before the gate starts it)."""
+    info = _existing(settings, version)
+    if info.status != "caught_up":
+        raise VersionError(f"{version} has not caught up (status {info.status}): let it finish")
+    if info.active and serves_all_of(settings, version):
+        raise VersionError(f"{version} is already the active version; serving reads all of it")
+    return "advance" if info.active else "promote"
+
+
+def serves_all_of(settings: Settings, version: str) -> bool:
     """Whether serving reads everything `version` holds (no unchecked writes beyond its pins)."""
     if version == LIVE:
         return True
-    checked = pins_of(pointer_history(spark, settings), version)
-    return checked is None or checked == table_versions(spark, settings, version)
+    checked = pins_of(pointer_history(settings), version)
+    return checked is None or checked == table_versions(settings, version)
 
 
 def advance_extension(
@@ -140,7 +150,7 @@ def advance_extension(
     """After an extension of `version`: if it is (still) the active version, let serving read
     what it added when the gate passes. None: it is not active, nothing to check."""
     with exclusive_writer(settings, VERSIONS, wait_seconds=600):
-        if version != active_version(spark, settings):
+        if version != active_version(settings):
             return None
         return gated_switch(spark, settings, version, "advance", say=say)
 
@@ -156,7 +166,7 @@ def gated_switch(
     """Run `version`'s gate; if it passes (or `force`), switch serving to the version as it
     is now, pinned: what it writes later is served only after its own gate."""
     # Pinned before the gate, so serving never reads beyond what the gate saw.
-    pins = table_versions(spark, settings, version)
+    pins = table_versions(settings, version)
     say(f"==> reconciliation gate for {version}")
     verdict = promotion_gate(spark, settings, version, say)
     if verdict.passed or force:
@@ -167,9 +177,16 @@ def gated_switch(
 
 
 def rollback(spark: SparkSession, settings: Settings) -> str:
+    current, before = rollback_target(settings)
+    switch_pointer(spark, settings, "rollback", current, before)
+    return f"rolled back from {current} to {before}"
+
+
+def rollback_target(settings: Settings) -> tuple[str, str]:
+    """(the active version, the one a rollback returns to); VersionError when there is none."""
     # The actives form a stack: a promotion pushes, a rollback pops back to what was before.
     stack = [LIVE]
-    for row in pointer_history(spark, settings):
+    for row in pointer_history(settings):
         if row["action"] == "promote":
             stack.append(row["version"])
         elif row["action"] == "rollback" and len(stack) > 1:
@@ -177,15 +194,24 @@ def rollback(spark: SparkSession, settings: Settings) -> str:
     if len(stack) == 1:
         raise VersionError("nothing to roll back: the live tables are what serving reads")
     current, before = stack[-1], stack[-2]
-    if before != LIVE and _existing(spark, settings, before).status == "removed":
+    if before != LIVE and _existing(settings, before).status == "removed":
         raise VersionError(f"cannot roll back to {before}: it was removed")
-    switch_pointer(spark, settings, "rollback", current, before)
-    return f"rolled back from {current} to {before}"
+    return current, before
 
 
 def remove(spark: SparkSession, settings: Settings, version: str) -> str:
-    info = _existing(spark, settings, version)
-    if info.active or version == active_version(spark, settings):
+    check_removable(settings, version)
+    outputs = outputs_of(version)
+    _delete(spark, outputs.progress.path(settings).rsplit("/", 1)[0])
+    _delete(spark, outputs.checkpoint(settings))
+    switch_pointer(spark, settings, "remove", version, active_version(settings))
+    return f"removed {version} (tables and checkpoint)"
+
+
+def check_removable(settings: Settings, version: str) -> None:
+    """VersionError unless `version` can be removed (checked without Spark)."""
+    info = _existing(settings, version)
+    if info.active or version == active_version(settings):
         raise VersionError(f"{version} is the active version: promote or roll back first")
     if info.status == "removed":
         raise VersionError(f"{version} is already removed")
@@ -196,16 +222,11 @@ def remove(spark: SparkSession, settings: Settings, version: str) -> str:
             f"{version} is being extended, or its extension was interrupted: let it finish "
             f"(`python -m jobs.replay --extend {version}` resumes it)"
         )
-    outputs = outputs_of(version)
-    _delete(spark, outputs.progress.path(settings).rsplit("/", 1)[0])
-    _delete(spark, outputs.checkpoint(settings))
-    switch_pointer(spark, settings, "remove", version, active_version(spark, settings))
-    return f"removed {version} (tables and checkpoint)"
 
 
-def _existing(spark: SparkSession, settings: Settings, version: str) -> VersionInfo:
+def _existing(settings: Settings, version: str) -> VersionInfo:
     check_version_name(version)
-    found = {v.version: v for v in list_versions(spark, settings)}
+    found = {v.version: v for v in list_versions(settings)}
     if version not in found:
         known = ", ".join(found) or "none yet"
         raise VersionError(f"no version {version!r}; versions: {known}")
@@ -221,13 +242,7 @@ def _delete(spark: SparkSession, path: str) -> None:
     fs.delete(hadoop_path, True)
 
 
-def size_mb(spark: SparkSession, settings: Settings, version: str) -> float | None:
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(
-        outputs_of(version).progress.path(settings).rsplit("/", 1)[0]
-    )
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not fs.exists(path):
-        return None
-    return float(fs.getContentSummary(path).getLength()) / 1e6
+def size_mb(settings: Settings, version: str) -> float | None:
+    """What `version`'s tables take on storage, every file counted (old ones too)."""
+    found = stored_bytes(settings, outputs_of(version).progress.path(settings).rsplit("/", 1)[0])
+    return None if found is None else found / 1e6

@@ -167,13 +167,13 @@ def continue_log(
         if not dry_run:
             held.enter_context(exclusive_writer(settings, REPLAY))
         spark = get_spark(REPLAY, settings)
-        version = extend or active_version(spark, settings)
+        version = extend or active_version(settings)
         if version == LIVE:
             say("no replay version is active yet: replaying the whole log into a new one")
             plan = plan_replay(settings, settings.kafka.topic, ReplayStart("earliest"), rate=rate)
             if dry_run:
                 return planned(plan, None, say)
-            new = next_version(spark, settings)
+            new = next_version(settings)
             return run_replay(
                 spark, settings, plan, new, False, max_offsets, say=say, on_result=on_result
             )
@@ -200,7 +200,7 @@ def continue_log(
 
 
 def extendable(spark: SparkSession, settings: Settings, version: str) -> VersionInfo:
-    found = {v.version: v for v in list_versions(spark, settings)}
+    found = {v.version: v for v in list_versions(settings)}
     info = found.get(version)
     if info is None:
         raise ReplayRequestError(
@@ -223,8 +223,8 @@ def planned(plan: ReplayPlan, version: str | None, say: Say) -> ReplayOutcome:
 
 def version_to_write(spark: SparkSession, settings: Settings, asked: str | None) -> str:
     if asked is None:
-        return next_version(spark, settings)
-    existing = {v.version: v for v in list_versions(spark, settings)}
+        return next_version(settings)
+    existing = {v.version: v for v in list_versions(settings)}
     if asked in existing and existing[asked].status in ("caught_up", "extending", "removed"):
         raise ReplayRequestError(
             f"version {asked} already exists ({existing[asked].status}): choose another name"
@@ -263,7 +263,7 @@ def run_replay(
         max_offsets_per_trigger=max_offsets_per_trigger or settings.replay.max_offsets_per_trigger,
         # A promoted version is served at its pins, which the stream's vacuums must not delete
         # however long its extensions fail their gate.
-        kept_versions=lambda: pinned_table_versions(spark, settings, version),
+        kept_versions=lambda: pinned_table_versions(settings, version),
     )
     stop = StopRequest(state_dir() / "run" / f"replay_{version}.stop")
     try:
@@ -303,7 +303,7 @@ def run_replay(
     active, served = verdict is not None, verdict is not None and verdict.passed
     unserved = None
     if active and not served:
-        since = pinned_since(pointer_history(spark, settings), version)
+        since = pinned_since(pointer_history(settings), version)
         unserved = unserved_note(version, since, datetime.now(UTC))
     if verdict is not None:
         say(

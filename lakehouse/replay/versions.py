@@ -22,18 +22,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import functions as F
-
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
     append_once,
-    read_table,
     small_frame,
-    table_exists,
-    table_version,
 )
+from lakehouse.core.small_tables import table_rows, table_version
 from lakehouse.core.tables import Table, table
-from lakehouse.core.times import from_micros
+from lakehouse.core.times import from_micros, to_micros
 from lakehouse.replay.plan import ReplayPlan
 from lakehouse.speed.micro_batch import SpeedOutputs
 from lakehouse.transforms.views import VIEWS
@@ -110,48 +106,37 @@ def record_version_event(
     append_once(df, VERSIONS, settings, f"replay:{version}:{event}", sequence)
 
 
-def version_events(spark: SparkSession, settings: Settings) -> list[dict[str, Any]]:
-    if not table_exists(spark, VERSIONS, settings):
-        return []
-    rows = (
-        read_table(spark, VERSIONS, settings)
-        .withColumn("at_micros", F.unix_micros("at"))
-        .drop("at")
-        .orderBy("at_micros")
-        .collect()
-    )
-    return [r.asDict(recursive=True) for r in rows]
+def version_events(settings: Settings) -> list[dict[str, Any]]:
+    return _by_time(table_rows(settings, VERSIONS))
 
 
 # --- the pointer (writer: jobs/versions.py) ------------------------------------------------
 
 
-def pointer_history(spark: SparkSession, settings: Settings) -> list[dict[str, Any]]:
-    if not table_exists(spark, POINTER, settings):
-        return []
-    rows = (
-        read_table(spark, POINTER, settings)
-        .withColumn("at_micros", F.unix_micros("at"))
-        .drop("at")
-        .orderBy("at_micros")
-        .collect()
-    )
-    return [r.asDict() for r in rows]
+def pointer_history(settings: Settings) -> list[dict[str, Any]]:
+    return _by_time(table_rows(settings, POINTER))
 
 
-def active_version(spark: SparkSession, settings: Settings) -> str:
-    return served_version(spark, settings)[0]
+def _by_time(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows oldest first, `at` given as `at_micros`."""
+    for row in rows:
+        row["at_micros"] = to_micros(row.pop("at"))
+    return sorted(rows, key=lambda r: r["at_micros"])
+
+
+def active_version(settings: Settings) -> str:
+    return served_version(settings)[0]
 
 
 def outputs_of(version: str) -> SpeedOutputs:
     return SpeedOutputs.live() if version == LIVE else SpeedOutputs.replay(version)
 
 
-def list_versions(spark: SparkSession, settings: Settings) -> list[VersionInfo]:
-    active = active_version(spark, settings)
-    removed = {r["version"] for r in pointer_history(spark, settings) if r["action"] == "remove"}
+def list_versions(settings: Settings) -> list[VersionInfo]:
+    active = active_version(settings)
+    removed = {r["version"] for r in pointer_history(settings) if r["action"] == "remove"}
     found: dict[str, list[dict[str, Any]]] = {}
-    for e in version_events(spark, settings):
+    for e in version_events(settings):
         found.setdefault(e["version"], []).append(e)
     infos = []
     for version, events in found.items():
@@ -193,10 +178,10 @@ def list_versions(spark: SparkSession, settings: Settings) -> list[VersionInfo]:
     return sorted(infos, key=lambda i: i.created_at)
 
 
-def next_version(spark: SparkSession, settings: Settings) -> str:
+def next_version(settings: Settings) -> str:
     numbers = [
         int(e["version"][1:])
-        for e in version_events(spark, settings)
+        for e in version_events(settings)
         if e["version"][:1] == "v" and e["version"][1:].isdigit()
     ]
     return f"v{max(numbers, default=0) + 1}"
@@ -209,9 +194,9 @@ def served_tables(version: str) -> dict[str, Table]:
     return {"progress": outputs.progress, **{v: outputs.view_table(v) for v in VIEWS}}
 
 
-def table_versions(spark: SparkSession, settings: Settings, version: str) -> dict[str, int]:
+def table_versions(settings: Settings, version: str) -> dict[str, int]:
     """The latest Delta version of each table serving reads of `version` (existing ones)."""
-    found = {n: table_version(spark, t, settings) for n, t in served_tables(version).items()}
+    found = {n: table_version(settings, t) for n, t in served_tables(version).items()}
     return {n: v for n, v in found.items() if v is not None}
 
 
@@ -236,10 +221,10 @@ def pinned_since(history: list[dict[str, Any]], version: str) -> datetime | None
     return from_micros(row["at_micros"]) if row else None
 
 
-def pinned_table_versions(spark: SparkSession, settings: Settings, version: str) -> dict[str, int]:
+def pinned_table_versions(settings: Settings, version: str) -> dict[str, int]:
     """Per table name, the Delta version serving reads of `version` now or after a rollback
     to it: what its writer's vacuum must keep readable."""
-    pins = pins_of(pointer_history(spark, settings), version) or {}
+    pins = pins_of(pointer_history(settings), version) or {}
     tables = served_tables(version)
     return {tables[name].name: v for name, v in pins.items() if name in tables}
 
@@ -270,9 +255,9 @@ def unserved_note(version: str, since: datetime | None, now: datetime) -> str:
     return note
 
 
-def served_version(spark: SparkSession, settings: Settings) -> tuple[str, dict[str, int] | None]:
+def served_version(settings: Settings) -> tuple[str, dict[str, int] | None]:
     """The active version and its pins, from one read of the pointer."""
-    history = pointer_history(spark, settings)
+    history = pointer_history(settings)
     active = str(history[-1]["active"]) if history else LIVE
     return active, pins_of(history, active)
 
@@ -287,7 +272,7 @@ def switch_pointer(
     gate: str = "",
     pins: dict[str, int] | None = None,
 ) -> None:
-    previous = active_version(spark, settings)
+    previous = active_version(settings)
     row = {
         "at": datetime.now(UTC),
         "action": action,

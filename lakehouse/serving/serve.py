@@ -140,7 +140,7 @@ def corrected_side(spark: SparkSession, settings: Settings, v: View, mode: str) 
         return CorrectedSide("batch", rows, coverage)
     from lakehouse.replay.versions import LIVE, outputs_of, served_version
 
-    active, pins = served_version(spark, settings)
+    active, pins = served_version(settings)
     if active == LIVE:
         return CorrectedSide(LIVE, None, Coverage([], None))
     outputs = outputs_of(active)

@@ -77,3 +77,39 @@ def test_the_admin_logs_in_sees_the_dags_and_runs_one_from_its_trigger_form(
     browser.refresh()
     wait_for(browser, lambda d: "Success" in d.find_element(By.TAG_NAME, "body").text, "Success")
     browser.screenshot("generate_events_run")
+
+
+def test_the_tributary_view_is_behind_the_login_and_shows_the_platform(
+    browser: Browser, airflow_up: str, minio_settings: Settings, api: Api
+) -> None:
+    """The plugin's page (plugins/tributary_view.py) in the running Airflow: refused without
+    Airflow's login, shown in the UI's navigation after it, read without Spark."""
+    import requests
+
+    anonymous = requests.get(f"{airflow_up}/tributary/", timeout=30)
+    assert anonymous.status_code in (401, 403), anonymous.status_code
+    assert requests.get(f"{airflow_up}/tributary/dq/x.html", timeout=30).status_code in (401, 403)
+    page = api.session.get(f"{airflow_up}/tributary/", timeout=30)
+    assert page.status_code == 200, page.text
+    for section in ("Replay versions", "Speed layer", "Reconciliation", "Data quality"):
+        assert section in page.text, section
+    escaping = api.session.get(f"{airflow_up}/tributary/dq/..%2F..%2Fsecrets.env", timeout=30)
+    assert escaping.status_code == 404, "nothing outside dq/ is served"
+
+    airflow_login(browser, airflow_up, *admin(minio_settings))
+    browser.get(f"{airflow_up}/plugin/tributary")
+    frame = wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "iframe"), "the view's frame")
+    browser.switch_to.frame(frame)
+    try:
+        body = wait_for(
+            browser,
+            lambda d: (
+                "Replay versions" in d.find_element(By.TAG_NAME, "body").text
+                and d.find_element(By.TAG_NAME, "body").text
+            ),
+            "the Tributary view",
+        )
+        browser.screenshot("tributary_view")
+    finally:
+        browser.switch_to.default_content()
+    assert "Serving reads:" in body

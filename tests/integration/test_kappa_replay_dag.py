@@ -179,7 +179,7 @@ def test_promoting_a_version_that_does_not_exist_fails_with_the_reason(
     assert f"{MISSING_VERSION} was not promoted" in logs["promote"], logs["promote"]
     assert [ti["try_number"] for ti in tis] == [1], "a refusal is not retried"
     # A promotion would have added its row (other tests' versions come and go meanwhile).
-    history = pointer_history(spark, services_settings)
+    history = pointer_history(services_settings)
     assert not [r for r in history if r["version"] == MISSING_VERSION], history
 
 
@@ -287,7 +287,7 @@ def _run_count(api: af.Api, dag_id: str) -> int:
 
 
 def _versions(spark: SparkSession, settings: Settings) -> dict[str, VersionInfo]:
-    return {v.version: v for v in list_versions(spark, settings)}
+    return {v.version: v for v in list_versions(settings)}
 
 
 def _tick(form: Any, label: str) -> None:

@@ -89,7 +89,7 @@ def a_lakehouse_with_small_files(spark: SparkSession, settings: Settings) -> Non
     record_version_event(spark, settings, "v1", "caught_up")
     append_rows(spark, V1.silver, settings, SMALL)
     append_rows(spark, V1.progress, settings, SMALL)
-    pins = table_versions(spark, settings, "v1")
+    pins = table_versions(settings, "v1")
     switch_pointer(spark, settings, "promote", "v1", "v1", pins=pins)
     # Rolled back: serving would read v1 at those pins again after a rollback to it.
     switch_pointer(spark, settings, "rollback", "v1", "live")

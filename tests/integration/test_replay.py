@@ -148,7 +148,7 @@ def test_a_replay_from_earliest_equals_the_batch_recompute(
     assert {tuple(r) for r in in_hours.collect()} == {
         tuple(r) for r in replayed.where(log.hours.condition("window_start")).collect()
     }
-    [info] = [v for v in list_versions(spark, log.settings) if v.version == v1]
+    [info] = [v for v in list_versions(log.settings) if v.version == v1]
     assert info.status == "caught_up" and info.start == "earliest" and info.records == log.records
 
     # A quarantined record is kept whole (value, key, topic), as the live stream keeps it;
@@ -240,7 +240,7 @@ def test_a_replay_interrupted_mid_batch_resumes_to_the_same_result(
     assert failed.returncode == Exit.FAILED, failed.stderr[-3000:]
     assert "replay interrupted failed: " in failed.stderr, failed.stderr[-3000:]
     assert "run it again to resume" in failed.stderr
-    [info] = [v for v in list_versions(spark, log.settings) if v.version == "interrupted"]
+    [info] = [v for v in list_versions(log.settings) if v.version == "interrupted"]
     assert info.status == "failed"
     interrupted = SpeedOutputs.replay("interrupted")
     history = {
@@ -286,11 +286,11 @@ def test_promotion_and_rollback_are_atomic_for_a_polling_reader(
     reader.start()
     try:
         promote(spark, kappa, v1, force=False)
-        assert active_version(spark, kappa) == v1
+        assert active_version(kappa) == v1
         promoted = answer()
         _wait_for(lambda: promoted in seen, 120, "the reader to see the promoted version")
         rollback(spark, kappa)
-        assert active_version(spark, kappa) == "live"
+        assert active_version(kappa) == "live"
     finally:
         stop.set()
         reader.join()
@@ -347,7 +347,7 @@ def test_the_retention_guard_refuses_a_deleted_start_and_force_records_the_gap(
     plan = plan_replay(settings, topic, ReplayStart("earliest"), force=True)
     assert plan.gaps == {0: 10} and plan.records == 20
     assert run_replay(spark, settings, plan, "gap").status == "caught_up"
-    [info] = list_versions(spark, settings)
+    [info] = list_versions(settings)
     assert info.forced and info.gaps == {0: 10} and info.records == 20
 
 
@@ -418,7 +418,7 @@ def test_an_extension_reads_only_the_recent_log_and_its_windows_equal_the_batch(
     result = _replay_result(extended.stdout)
     # Only what the log gained since v1's run was read, and v1 now holds all of it.
     assert result["new_records"] == 400 and result["extended"] and not result["active"]
-    [info] = [v for v in list_versions(spark, settings) if v.version == "v1"]
+    [info] = [v for v in list_versions(settings) if v.version == "v1"]
     assert (info.status, info.extensions, info.records) == ("caught_up", 1, 1400)
     ends = plan_replay(settings, settings.kafka.topic, ReplayStart("earliest")).end_offsets
     assert info.end_offsets == ends
@@ -436,7 +436,7 @@ def test_an_extension_reads_only_the_recent_log_and_its_windows_equal_the_batch(
     again = _extend(run_job_here, settings, "v1")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "nothing new" in again.stdout and _replay_result(again.stdout)["new_records"] == 0
-    [info] = [v for v in list_versions(spark, settings) if v.version == "v1"]
+    [info] = [v for v in list_versions(settings) if v.version == "v1"]
     assert info.extensions == 1
 
 
@@ -455,9 +455,9 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     # No version is active yet: the scheduled run replays the whole log into a new version.
     assert continue_log(settings, None, dry_run=True).status == "planned"
     assert "no replay version is active yet" in capsys.readouterr().out
-    assert list_versions(spark, settings) == [], "a dry run writes nothing"
+    assert list_versions(settings) == [], "a dry run writes nothing"
     assert continue_log(settings, None, dry_run=False).status == "caught_up"
-    [first] = list_versions(spark, settings)
+    [first] = list_versions(settings)
     assert (first.version, first.status, first.records) == ("v1", "caught_up", 300)
 
     def served_until() -> datetime | None:
@@ -475,9 +475,9 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     out = capsys.readouterr().out
     assert "is the active version: serving reads what this run added now" in out, out
     assert outcome.result["new_records"] == 200 and outcome.result["served"]
-    [extended] = list_versions(spark, settings)
+    [extended] = list_versions(settings)
     assert (extended.version, extended.extensions, extended.records) == ("v1", 1, 500)
-    assert active_version(spark, settings) == "v1"
+    assert active_version(settings) == "v1"
     checked = served_until()
     assert promoted is not None and checked is not None and checked > promoted + HOUR / 2
 
@@ -487,7 +487,7 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     start_query(spark, settings, SpeedOutputs.live(), available_now=True).awaitTermination()
     live_counts = DeltaTable.forPath(spark, SpeedOutputs.live().counts.path(settings))
     live_counts.delete(F.col("window_start") >= F.lit(now - 2 * HOUR))
-    pins = pins_of(pointer_history(spark, settings), "v1")
+    pins = pins_of(pointer_history(settings), "v1")
     assert pins is not None
     as_served = _served_rows(spark, settings, "v1", pins)
     # Its stream also vacuums every table after each batch with no retention at all, as a
@@ -502,9 +502,9 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     assert "v1 is the active version, but its gate failed" in out, out
     assert "reconciliation gate failed" in out and not outcome.result["served"]
     assert "serving reads v1 as its last passed gate saw it (" in outcome.result["unserved"]
-    assert [v.extensions for v in list_versions(spark, settings)] == [2]
+    assert [v.extensions for v in list_versions(settings)] == [2]
     assert served_until() == checked, "an unchecked extension is not served"
-    assert not serves_all_of(spark, kappa, "v1")
+    assert not serves_all_of(kappa, "v1")
     listed = run_job_here("jobs.versions", "list", **job_env(settings))
     assert listed.returncode == 0, listed.stderr
     assert "serving reads v1 as its last passed gate saw it (" in listed.stdout, listed.stdout
@@ -513,7 +513,7 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     assert served_until() == checked
     assert "forced" in promote(spark, kappa, "v1", force=True)
     assert served_until() > checked  # type: ignore[operator]
-    assert serves_all_of(spark, kappa, "v1")
+    assert serves_all_of(kappa, "v1")
 
 
 def test_a_replay_leaves_the_running_live_stream_untouched(

@@ -1,0 +1,68 @@
+"""The Tributary view inside the Airflow UI: an Airflow plugin.
+
+A FastAPI app at /tributary (behind Airflow's own login: every route asks Airflow who the caller
+is, from the UI's session cookie, and refuses anyone else) and a "Tributary" entry in the UI's
+navigation that shows it. The page itself is lakehouse.ops.overview_page, read with delta-rs:
+it never starts Spark. Reports and Data Docs under the state folder's dq/ are served from here,
+so a run's results open in the browser, not as a path in a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import ClassVar
+
+from airflow.api_fastapi.core_api.security import get_user
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import FileResponse, HTMLResponse
+
+PREFIX = "/tributary"
+# Relative to the page (/tributary/): the DAGs' pages, with their Trigger button.
+LINKS = {
+    "promote": "../dags/promote_version",
+    "rollback": "../dags/rollback_version",
+    "replay": "../dags/kappa_replay",
+    "dq": "dq/",
+}
+
+app = FastAPI(title="Tributary", dependencies=[Depends(get_user)])
+
+
+@app.get("/", response_class=HTMLResponse)
+async def overview_page() -> str:
+    return await asyncio.to_thread(_render)
+
+
+@app.get("/dq/{relative:path}")
+async def dq_file(relative: str) -> FileResponse:
+    """A file under the state folder's dq/ (a reconciliation report, the Data Docs)."""
+    from lakehouse.core.paths import state_dir
+
+    root = (state_dir() / "dq").resolve()
+    wanted = (root / relative).resolve()
+    if not wanted.is_relative_to(root) or not wanted.is_file():
+        raise HTTPException(status_code=404, detail=f"no report {relative!r}")
+    return FileResponse(Path(wanted))
+
+
+def _render() -> str:
+    from lakehouse.core.config import get_settings
+    from lakehouse.ops.overview import overview
+    from lakehouse.ops.overview_page import render_overview
+
+    return render_overview(overview(get_settings()), LINKS)
+
+
+class TributaryPlugin(AirflowPlugin):
+    name = "tributary"
+    fastapi_apps: ClassVar = [{"app": app, "url_prefix": PREFIX, "name": "Tributary"}]
+    external_views: ClassVar = [
+        {
+            "name": "Tributary",
+            "href": f"{PREFIX.lstrip('/')}/",
+            "destination": "nav",
+            "url_route": "tributary",
+        }
+    ]
