@@ -115,7 +115,7 @@ def recompute_run_interval(context: Mapping[str, Any], run: RunJob | None = None
     if outcome.returncode == Exit.NOTHING_TO_DO:
         raise AirflowSkipException(f"no events in [{start}, {end}): nothing to recompute")
     if outcome.returncode == Exit.BAD_REQUEST:
-        raise AirflowFailException(f"bad interval [{start}, {end}): see the log above")
+        raise outcome.refusal(f"bad interval [{start}, {end})", log)
     summary = outcome.summary("batch")
     # Consumers of the assets (data_quality) learn which interval was recomputed.
     for asset in ASSETS:

@@ -108,7 +108,7 @@ def validate_layer(context: Mapping[str, Any], run: RunJob | None = None) -> dic
     log.info("running jobs.quality %s", " ".join(args))
     outcome = (run or run_job)("jobs.quality", args, on_line=log.info)
     if outcome.returncode == Exit.BAD_REQUEST:
-        raise AirflowFailException("bad parameters: see the log above")
+        raise outcome.refusal("bad parameters", log)
     result = outcome.summary("quality", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
     if result["data_docs"]:
         log.info("Data Docs: %s", result["data_docs"])

@@ -34,7 +34,7 @@ keeps running untouched. Progress (records done / total, rate) is in the `replay
 | Timestamp / Offsets | for those starts; leave empty otherwise |
 | Version | the new version's name; empty: the next `vN`; an interrupted one's name resumes it |
 | Extend | instead of a new version: continue this one over the log written since its last run |
-| Dry run | only report offset ranges, record count and an estimated duration; write nothing |
+| Dry run | on by default: report what would be replayed, write nothing; untick it to replay |
 | Auto-promote | promote the version when it has caught up and its reconciliation gate passes |
 | Force | replay even though retention deleted part of the start (the gap is recorded) |
 
@@ -103,10 +103,11 @@ Each version written is announced on the `replay.versions` asset, which triggers
             "since its last run (Start stays earliest)",
         ),
         "dry_run": Param(
-            False,
+            True,
             type="boolean",
             title="Dry run",
-            description="Only report what would be replayed; write nothing",
+            description="Only report what would be replayed; write nothing (on by default: "
+            "untick it to replay; the scheduled run always replays)",
         ),
         "auto_promote": Param(
             False,
@@ -172,10 +173,10 @@ def replay_log(context: Mapping[str, Any], run: RunJob | None = None) -> dict[st
     args = replay_arguments(params, scheduled=scheduled)
     outcome = (run or run_job)("jobs.replay", args, on_line=log.info)
     if outcome.returncode == Exit.BAD_REQUEST:
-        raise AirflowFailException("the replay was refused: see the reason above")
+        raise outcome.refusal("the replay was refused", log)
     # Not served: written, so it is still announced; the promote task reports the gate.
     summary = outcome.summary("replay", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
-    summary["dry_run"] = bool(params["dry_run"])
+    summary["dry_run"] = bool(params["dry_run"]) and not scheduled
     summary["mode"] = mode  # the promotion gate compares with batch in lambda mode
     summary["auto_promote"] = bool(params["auto_promote"]) or scheduled
     return summary

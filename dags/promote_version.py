@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException
 
 if TYPE_CHECKING:
     from dags.support.job_runner import RunJob
@@ -75,7 +74,7 @@ def promote_requested(context: Mapping[str, Any], run: RunJob | None = None) -> 
     args = ["promote", params["version"]] + (["--force"] if params["force"] else [])
     outcome = (run or run_job)("jobs.versions", args, on_line=log.info)
     if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
-        raise AirflowFailException(f"{params['version']} was not promoted: see the reason above")
+        raise outcome.refusal(f"{params['version']} was not promoted", log)
     if outcome.returncode != Exit.OK:
         raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
     return str(params["version"])

@@ -136,7 +136,7 @@ def compare_sources(context: Mapping[str, Any], run: RunJob | None = None) -> di
             log.warning("%s: the announced version is not in the lakehouse: skipped", label)
             continue
         if outcome.returncode == Exit.BAD_REQUEST:
-            raise AirflowFailException("bad parameters: see the log above")
+            raise outcome.refusal(f"{label}: bad parameters", log)
         result = outcome.summary("reconcile", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
         log.info("reconciliation report: %s", result["report"])
         if outcome.returncode == Exit.CHECKS_FAILED:

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from airflow.sdk import dag, task
-from airflow.sdk.exceptions import AirflowFailException
 
 if TYPE_CHECKING:
     from dags.support.job_runner import RunJob
@@ -49,7 +48,7 @@ def roll_back(run: RunJob | None = None) -> None:
 
     outcome = (run or run_job)("jobs.versions", ["rollback"], on_line=log.info)
     if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
-        raise AirflowFailException("nothing was rolled back: see the reason above")
+        raise outcome.refusal("nothing was rolled back", log)
     if outcome.returncode != Exit.OK:
         raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
 

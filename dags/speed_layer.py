@@ -43,7 +43,7 @@ to execute) and choose the `action` parameter:
 | action | what it does |
 |---|---|
 | `ensure` | start the stream if it is not running, then check its health (the schedule's default) |
-| `start` | start the stream (fails if it is already running), then check its health |
+| `start` | start the stream (already running: nothing to do), then check its health |
 | `stop` | stop gracefully: the current micro-batch finishes; killed after 2 minutes |
 | `restart` | stop, start again, then check its health |
 

@@ -6,6 +6,7 @@ back when the job ends, and a task that is stopped takes its job down with it.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -21,6 +22,20 @@ from lakehouse.core.paths import REPO_ROOT
 class JobOutcome:
     returncode: int
     lines: list[str]
+
+    def reason(self) -> str:
+        """Why a job refused or failed: its last line (a job ends with its reason)."""
+        said = [line.strip() for line in self.lines if line.strip()]
+        return said[-1] if said else f"it printed nothing (status {describe(self.returncode)})"
+
+    def refusal(self, what: str, log: logging.Logger) -> Exception:
+        """The task's failure for a refused job: `what`, then the job's reason, logged at ERROR
+        (where a person filtering the log to errors looks) and raised without retries."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        message = f"{what}: {self.reason()}"
+        log.error("%s", message)
+        return AirflowFailException(message)
 
     def last(self, prefix: str) -> str | None:
         """The text after `prefix` on the last line that starts with it."""

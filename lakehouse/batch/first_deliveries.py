@@ -4,7 +4,10 @@ layer's dedup.
 A re-delivery may carry another event_time than the first (lakehouse.transforms.dedup), so
 the first delivery of an event the batch recomputes can be anywhere earlier in bronze, outside
 what an interval reads. Each batch run first brings this table up to date with the bronze
-records appended since the last run; an interval's events are then the deliveries it lists.
+records appended since the last run, and with it batch.redeliveries: every other accepted
+delivery, by position. An interval's events are then the deliveries it reads less the
+redeliveries, a small table (the share of deliveries that repeat one), so deciding needs no
+join of the interval's events with every event_id ever seen.
 
 Reading bronze by Kafka timestamp is exact, not a guess: an accepted event is never more than
 `future_tolerance_seconds` ahead of its Kafka timestamp (validation quarantines it), so every
@@ -22,7 +25,13 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse.core.delta_io import each_new_chunk, merge_once, read_table
+from lakehouse.core.delta_io import (
+    delete_folder,
+    each_new_chunk,
+    merge_once,
+    read_table,
+    table_exists,
+)
 from lakehouse.core.tables import BATCH, table
 from lakehouse.transforms.dedup import DEDUP_COLUMNS
 from lakehouse.transforms.parse import parse_events
@@ -34,6 +43,8 @@ if TYPE_CHECKING:
     from lakehouse.core.config import Settings
 
 FIRST_DELIVERIES = table("batch.first_deliveries")
+REDELIVERIES = table("batch.redeliveries")
+POSITION = ("kafka_partition", "kafka_offset")
 BRONZE = table("bronze.events_raw")
 
 
@@ -49,7 +60,8 @@ def first_by_arrival(deliveries: DataFrame) -> DataFrame:
 
 
 def update_first_deliveries(spark: SparkSession, settings: Settings) -> None:
-    """Add the event_ids of the bronze records appended since the last update."""
+    """Add the first deliveries and the redeliveries among the bronze records appended since
+    the last update."""
     rules = ValidationRules.of(settings)
 
     def add(chunk: DataFrame, query_id: str, chunk_id: int) -> None:
@@ -58,24 +70,61 @@ def update_first_deliveries(spark: SparkSession, settings: Settings) -> None:
             .transform(validate_events, rules)
             .transform(accepted_events)
             .select(*DEDUP_COLUMNS, "ingested_at")
+            .localCheckpoint()
+        )
+        # An id listed already came in an earlier chunk: that delivery stays first. Every
+        # other delivery is a redelivery, also when bronze is read again from its start (a new
+        # checkpoint): decided by position against the firsts, never by "seen before".
+        firsts = first_by_arrival(accepted)
+        decided = firsts.select(*DEDUP_COLUMNS)
+        if _exists(spark, settings):
+            listed = read_table(spark, FIRST_DELIVERIES, settings).select(*DEDUP_COLUMNS)
+            firsts = firsts.join(listed.select("event_id"), "event_id", "left_anti")
+            earlier = listed.join(accepted.select("event_id").distinct(), "event_id", "left_semi")
+            decided = firsts.select(*DEDUP_COLUMNS).unionByName(earlier)
+        # Decided before either is written, so a retried chunk decides the same.
+        firsts = firsts.localCheckpoint()
+        again = (
+            accepted.join(decided, list(DEDUP_COLUMNS), "left_anti")
+            .select(*POSITION, "event_id")
+            .localCheckpoint()
+        )
+        writer = f"{BATCH}:first_deliveries:{query_id}"
+        merge_once(
+            again,
+            REDELIVERIES,
+            settings,
+            writer,
+            chunk_id,
+            lambda m: m.whenNotMatchedInsertAll(),
+            on=" AND ".join(f"t.{c} = s.{c}" for c in POSITION),
         )
         merge_once(
-            first_by_arrival(accepted),
+            firsts,
             FIRST_DELIVERIES,
             settings,
-            f"{BATCH}:first_deliveries:{query_id}",
+            writer,
             chunk_id,
-            # An id already listed came in an earlier chunk: that delivery stays first.
             lambda m: m.whenNotMatchedInsertAll(),
             on="t.event_id = s.event_id",
         )
 
+    if _exists(spark, settings) and not table_exists(spark, REDELIVERIES, settings):
+        # Listed by a release that kept no redeliveries: both are derived from bronze alone,
+        # so they are rebuilt from its start.
+        delete_folder(spark, FIRST_DELIVERIES.path(settings))
+        delete_folder(spark, FIRST_DELIVERIES.checkpoint(f"from-{BRONZE.name}", settings))
     each_new_chunk(spark, BRONZE, settings, FIRST_DELIVERIES, add)
 
 
-def only_first_deliveries(events: DataFrame, firsts: DataFrame) -> DataFrame:
-    """The accepted `events` (DEDUP_COLUMNS among theirs) that are their id's first delivery."""
-    return events.join(firsts.select(*DEDUP_COLUMNS), list(DEDUP_COLUMNS), "left_semi")
+def _exists(spark: SparkSession, settings: Settings) -> bool:
+    return table_exists(spark, FIRST_DELIVERIES, settings)
+
+
+def only_first_deliveries(events: DataFrame, redeliveries: DataFrame) -> DataFrame:
+    """The accepted `events` (kafka_partition and kafka_offset among their columns) that are
+    their id's first delivery: all but the listed redeliveries."""
+    return events.join(redeliveries.select(*POSITION), list(POSITION), "left_anti")
 
 
 def first_deliveries_from(
@@ -85,7 +134,7 @@ def first_deliveries_from(
     first delivery (the table brought up to date first), with DEDUP_COLUMNS and `columns`."""
     # From bronze's newest version: at least all of `raw` (bronze is only appended to).
     update_first_deliveries(spark, settings)
-    firsts = read_table(spark, FIRST_DELIVERIES, settings)
+    redeliveries = read_table(spark, REDELIVERIES, settings)
     tolerance = timedelta(seconds=settings.speed.future_tolerance_seconds)
     return (
         raw.where(F.col("kafka_timestamp") >= F.lit(since - tolerance))
@@ -93,6 +142,6 @@ def first_deliveries_from(
         .transform(validate_events, ValidationRules.of(settings))
         .transform(accepted_events)
         .select(*dict.fromkeys([*DEDUP_COLUMNS, *columns]))
-        .transform(only_first_deliveries, firsts)
+        .transform(only_first_deliveries, redeliveries)
         .where(F.col("event_time") >= F.lit(since))
     )

@@ -84,6 +84,16 @@ def each_new_chunk(
     query.awaitTermination()
 
 
+def delete_folder(spark: SparkSession, path: str) -> None:
+    """Delete a folder (a table, a checkpoint) on local disk or S3 alike, through Hadoop's file
+    system."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs.delete(hadoop_path, True)
+
+
 def read_table(spark: SparkSession, table: Table, settings: Settings) -> DataFrame:
     return spark.read.format("delta").load(table.path(settings)).drop(*table.layout_names)
 

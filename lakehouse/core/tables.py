@@ -141,6 +141,7 @@ POINTER = (
 FIRST_DELIVERIES = (
     "event_id string, kafka_partition int, kafka_offset bigint, ingested_at timestamp"
 )
+REDELIVERIES = "kafka_partition int, kafka_offset bigint, event_id string"
 BATCH_RUNS = (
     "run_id string, view string, interval_start timestamp, interval_end timestamp, "
     "final_until timestamp, rows bigint, table_version bigint, bronze_version bigint, "
@@ -244,6 +245,12 @@ TABLES: dict[str, Table] = {
             BATCH,
             "Each event_id's first accepted delivery in bronze: the batch layer's dedup",
             schema=FIRST_DELIVERIES,
+        ),
+        Table(
+            "batch.redeliveries",
+            BATCH,
+            "Every accepted delivery in bronze that is not its event_id's first: left out",
+            schema=REDELIVERIES,
         ),
         Table(
             "batch.event_counts_1m",

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import delete_folder
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.storage import stored_bytes
 from lakehouse.core.tables import VERSIONS
@@ -202,8 +203,8 @@ def rollback_target(settings: Settings) -> tuple[str, str]:
 def remove(spark: SparkSession, settings: Settings, version: str) -> str:
     check_removable(settings, version)
     outputs = outputs_of(version)
-    _delete(spark, outputs.progress.path(settings).rsplit("/", 1)[0])
-    _delete(spark, outputs.checkpoint(settings))
+    delete_folder(spark, outputs.progress.path(settings).rsplit("/", 1)[0])
+    delete_folder(spark, outputs.checkpoint(settings))
     switch_pointer(spark, settings, "remove", version, active_version(settings))
     return f"removed {version} (tables and checkpoint)"
 
@@ -231,15 +232,6 @@ def _existing(settings: Settings, version: str) -> VersionInfo:
         known = ", ".join(found) or "none yet"
         raise VersionError(f"no version {version!r}; versions: {known}")
     return found[version]
-
-
-def _delete(spark: SparkSession, path: str) -> None:
-    """Delete a folder on local disk or S3 alike, through Hadoop's file system."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    fs.delete(hadoop_path, True)
 
 
 def size_mb(settings: Settings, version: str) -> float | None:

@@ -112,6 +112,10 @@ class SpeedLayerSupervisor:
                 outcome += "; it stays stopped until a run with action start or restart"
             elif action == "ensure" and before.running:
                 after, outcome = before, f"nothing to do: {before.describe()}"
+            elif action == "start" and before.running:
+                # What was asked holds already (a scheduled ensure may have started it).
+                self.hold_file.unlink(missing_ok=True)
+                after, outcome = before, f"already running: {before.describe()}"
             elif action == "ensure" and held:
                 outcome = f"not starting the speed layer: {held}; trigger action start to resume"
             else:

@@ -111,4 +111,5 @@ def test_a_reversed_interval_from_the_form_fails_with_the_reason(
         batch.module.recompute_run_interval(context, run=jobs_here)
     assert type(refused.value) is AirflowFailException
     assert "empty or reversed" in caplog.text, caplog.text
+    assert "empty or reversed" in str(refused.value)
     assert not (tmp_path / "lakehouse").exists()

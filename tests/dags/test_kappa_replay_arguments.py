@@ -38,6 +38,15 @@ def kr(airflow_home: Path) -> Any:
 
 def test_the_scheduled_run_replays_the_recent_log(kr: Any) -> None:
     assert kr.replay_arguments(FORM, scheduled=True) == ["--scheduled"]
+    # The form's default is a dry run, which the scheduled run (with the defaults) ignores.
+    defaults = {**FORM, "dry_run": True}
+    assert kr.replay_arguments(defaults, scheduled=True) == ["--scheduled"]
+
+
+def test_a_triggered_run_is_a_dry_run_unless_unticked(airflow_home: Path) -> None:
+    dag = load_dag_file("kappa_replay")
+    assert dag.context("replay")["params"]["dry_run"] is True
+    assert dag.context("replay", {"dry_run": False})["params"]["dry_run"] is False
 
 
 def test_a_triggered_run_replays_from_the_forms_start(kr: Any) -> None:
@@ -101,6 +110,7 @@ def test_a_combination_the_form_cannot_check_fails_with_the_jobs_reason(
         kappa.module.replay_log(context, run=jobs_here)
     assert type(refused.value) is AirflowFailException
     assert says in caplog.text and "nothing written" in caplog.text, caplog.text
+    assert says in str(refused.value)
     assert not (tmp_path / "lakehouse").exists(), "a refused replay wrote something"
 
 

@@ -40,6 +40,11 @@ def test_promoting_a_version_that_does_not_exist_fails_with_the_reason(
         promote.module.promote_requested(context, run=jobs_here)
     assert type(refused.value) is AirflowFailException
     assert "no version 'tmissing'" in caplog.text and "nothing changed" in caplog.text
+    # The reason is the failure's own message, and an ERROR line of the log.
+    assert "no version 'tmissing'" in str(refused.value)
+    assert any(
+        r.levelname == "ERROR" and "no version 'tmissing'" in r.getMessage() for r in caplog.records
+    )
     assert not (tmp_path / "lakehouse" / "ops" / "serving_pointer").exists()
 
 
@@ -53,4 +58,5 @@ def test_rollback_with_nothing_promoted_fails_with_the_reason(
         rollback.module.roll_back(run=jobs_here)
     assert type(refused.value) is AirflowFailException
     assert "nothing to roll back" in caplog.text, caplog.text
+    assert "nothing to roll back" in str(refused.value)
     assert not (tmp_path / "lakehouse" / "ops" / "serving_pointer").exists()

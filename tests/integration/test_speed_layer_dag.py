@@ -102,6 +102,12 @@ def test_ensure_starts_a_stopped_stream(
 def test_ensure_restarts_a_killed_stream(dag_ready: None, supervisor: SpeedLayerSupervisor) -> None:
     before = supervisor.status()
     assert before.running and before.pid is not None, "the previous test leaves it running"
+    # A start on the running stream (the scheduled run unpausing made may have started it)
+    # succeeds and leaves it as it is.
+    again = supervisor.apply("start")
+    assert again["running"] and again["pid"] == before.pid, again
+    assert again["outcome"].startswith("already running:"), again
+    assert supervisor.status().pid == before.pid
     os.killpg(before.pid, signal.SIGKILL)  # the driver and its JVM, as a crash would
     af.wait_until(lambda: not supervisor.status().running, 15, "the killed stream to be gone")
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from lakehouse.batch.first_deliveries import (
     BRONZE,
     FIRST_DELIVERIES,
+    REDELIVERIES,
     first_by_arrival,
     first_deliveries_from,
     update_first_deliveries,
@@ -65,3 +66,33 @@ def test_a_re_delivery_with_another_event_time_is_not_counted_where_it_says(
     assert [(r["event_id"], r["kafka_offset"]) for r in events] == [("e2", 3)]
     listed = read_table(spark, FIRST_DELIVERIES, local_settings).orderBy("event_id").collect()
     assert [(r["event_id"], r["kafka_offset"]) for r in listed] == [("e0", 1), ("e1", 0), ("e2", 3)]
+    again = read_table(spark, REDELIVERIES, local_settings).collect()
+    assert [(r["event_id"], r["kafka_offset"]) for r in again] == [("e1", 2)]
+
+
+def test_first_deliveries_listed_without_redeliveries_are_rebuilt_from_bronze(
+    spark, local_settings
+) -> None:
+    """A release before batch.redeliveries listed the first deliveries alone: the next update
+    lists both again from the start of bronze, so nothing is decided from half the story."""
+    from lakehouse.core.delta_io import delete_folder
+
+    at = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    sent = [event("e1", at), event("e1", at, "/other")]
+    append_once(
+        kafka_records(spark, sent, 0).transform(to_raw_records), BRONZE, local_settings, "t", 0
+    )
+    update_first_deliveries(spark, local_settings)
+    delete_folder(spark, REDELIVERIES.path(local_settings))
+
+    update_first_deliveries(spark, local_settings)
+
+    again = read_table(spark, REDELIVERIES, local_settings).collect()
+    assert [(r["event_id"], r["kafka_offset"]) for r in again] == [("e1", 1)]
+    assert read_table(spark, FIRST_DELIVERIES, local_settings).count() == 1
+
+    # Bronze read again from its start (its checkpoint lost): the first stays first.
+    delete_folder(spark, FIRST_DELIVERIES.checkpoint(f"from-{BRONZE.name}", local_settings))
+    update_first_deliveries(spark, local_settings)
+    again = read_table(spark, REDELIVERIES, local_settings).collect()
+    assert [(r["event_id"], r["kafka_offset"]) for r in again] == [("e1", 1)]

@@ -23,6 +23,7 @@ def test_the_batch_layer_writes_no_table_the_stream_writes() -> None:
     assert batch_tables == {v.batch_table for v in VIEWS.values()} | {
         "ops.batch_runs",
         "batch.first_deliveries",
+        "batch.redeliveries",
     }
 
 
