@@ -180,20 +180,26 @@ def validate_events(parsed: DataFrame, rules: ValidationRules) -> DataFrame:
         {_EVENT_TIME: _iso_timestamp("event_time"), _SENT_AT: _iso_timestamp("sent_at")}
     )
     # Exploding a one-element array is a barrier for the optimizer, as in parse_events:
-    # without it, accepted_events' filter on reason_bits is pushed below this projection,
-    # inlined, so every rule and timestamp conversion runs once in the filter and again
-    # here.
+    # without it, a filter on reason_bits (accepted_events) or on event_time (the batch
+    # layer's) is pushed below this projection, inlined, so every rule and timestamp
+    # conversion runs once in the filter and again here. Both come out of the barrier.
     judged = typed.withColumn("_bits", _reason_bits(rules)).select(
-        "*", F.explode(F.array("_bits")).alias("reason_bits")
+        "*",
+        F.explode(
+            F.array(F.struct(F.col("_bits").alias("bits"), F.col(_EVENT_TIME).alias("time")))
+        ).alias("_judged"),
     )
     return judged.withColumns(
         {
             **{f: _text(f) for f in TEXT_FIELDS},
-            "event_time": F.col(_EVENT_TIME),
+            "reason_bits": F.col("_judged.bits"),
+            "event_time": F.col("_judged.time"),
             "sent_at": F.col(_SENT_AT),
             "amount": F.when(_text("event_type") == "purchase", F.col(_AMOUNT)),
         }
-    ).drop("event", "_bits", _EVENT_TIME, _SENT_AT, _AMOUNT, _AMOUNT_GIVEN, *_WORK_COLUMNS)
+    ).drop(
+        "event", "_bits", "_judged", _EVENT_TIME, _SENT_AT, _AMOUNT, _AMOUNT_GIVEN, *_WORK_COLUMNS
+    )
 
 
 def is_accepted() -> Column:

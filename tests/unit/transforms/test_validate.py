@@ -156,3 +156,6 @@ def test_each_timestamp_is_converted_once_however_the_rows_are_filtered(bronze) 
         bronze(event()).transform(parse_events).transform(validate_events, RULES)
     ).transform(accepted_events)
     assert plan_text(accepted).count("RLIKE(") == 2, "event_time and sent_at, once each"
+    # The batch layer's filter on event_time too.
+    since = accepted.where(F.col("event_time") >= F.lit("2026-03-01").cast("timestamp"))
+    assert plan_text(since).count("RLIKE(") == 2, "event_time and sent_at, once each"
