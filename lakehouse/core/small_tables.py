@@ -13,6 +13,7 @@ from lakehouse.core.delta_io import delta_rs_location
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from deltalake import DeltaTable
 
     from lakehouse.core.config import Settings
     from lakehouse.core.tables import Table
@@ -22,13 +23,8 @@ def table_rows(settings: Settings, table: Table) -> list[dict[str, Any]]:
     """Every row of `table` as a dict, as Spark's Row.asDict(recursive=True) gives it (maps as
     dicts, timestamps as aware UTC datetimes), without its layout columns; [] while the table
     does not exist."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    uri, options = delta_rs_location(settings, table.path(settings))
-    try:
-        delta = DeltaTable(uri, storage_options=options)
-    except TableNotFoundError:
+    delta = _opened(settings, table)
+    if delta is None:
         return []
     arrow = delta.to_pyarrow_table()
     arrow = arrow.drop_columns([n for n in table.layout_names if n in arrow.column_names])
@@ -56,11 +52,17 @@ def _python(value: Any, kind: pa.DataType) -> Any:
 def table_version(settings: Settings, table: Table) -> int | None:
     """The table's latest Delta version (the one Spark reads too), or None while it does not
     exist."""
+    delta = _opened(settings, table)
+    return None if delta is None else int(delta.version())
+
+
+def _opened(settings: Settings, table: Table) -> DeltaTable | None:
+    """The table's latest snapshot in delta-rs, or None while it does not exist."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     uri, options = delta_rs_location(settings, table.path(settings))
     try:
-        return int(DeltaTable(uri, storage_options=options).version())
+        return DeltaTable(uri, storage_options=options)
     except TableNotFoundError:
         return None

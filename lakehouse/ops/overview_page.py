@@ -152,7 +152,7 @@ def _reconciliations(view: Overview, links: dict[str, str]) -> str:
             escape(r["view"]),
             escape(f"{r['left_source']} vs {r['right_source']}"),
             _when(r["started_at"]),
-            f'<span class="{escape(r["verdict"] or "")}">{escape(r["verdict"] or "-")}</span>',
+            _verdict(r["verdict"]),
             f"{r['compared'] or 0:,} compared, {r['unexplained'] or 0:,} unexplained",
             _report_link(r.get("report_path"), links),
         )
@@ -171,13 +171,18 @@ def _quality(view: Overview, links: dict[str, str]) -> str:
         (
             escape(r["table_name"]),
             _when(r["checked_at"]),
-            f'<span class="{escape(r["verdict"] or "")}">{escape(r["verdict"] or "-")}</span>',
+            _verdict(r["verdict"]),
             escape(r.get("broken") or ""),
             _report_link(r.get("data_docs"), links),
         )
         for r in view.quality
     ]
     return head + _table("quality", ("table", "at (UTC)", "verdict", "broken", "Data Docs"), rows)
+
+
+def _verdict(verdict: str | None) -> str:
+    """A run's verdict, coloured by its class (passed, failed)."""
+    return f'<span class="{escape(verdict or "")}">{escape(verdict or "-")}</span>'
 
 
 def _report_link(path: str | None, links: dict[str, str]) -> str:
