@@ -8,8 +8,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowSkipException
 from airflow.timetables.interval import CronDataIntervalTimetable
+
+from dags.support.failure import Refused, retry_policy
+from dags.support.form_fields import mode_param
 
 if TYPE_CHECKING:
     from dags.support.job_runner import RunJob
@@ -54,7 +57,11 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
     start_date=datetime(2024, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
+    default_args={
+        "retries": 2,
+        "retry_delay": timedelta(minutes=1),
+        "retry_policy": retry_policy(),
+    },
     tags=["tributary", "batch"],
     description="Hourly: recompute the views complete from bronze for the data interval",
     doc_md=DOC,
@@ -73,13 +80,7 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
             title="End (UTC)",
             description="Empty: the run's data interval. Else the end, exclusive",
         ),
-        "mode": Param(
-            None,
-            type=["null", "string"],
-            enum=[None, "lambda", "kappa"],
-            title="Mode",
-            description="For this run only; empty: the configured mode (kappa: do nothing)",
-        ),
+        "mode": mode_param("this run does nothing: there is no batch layer"),
     },
 )
 def batch_layer() -> None:
@@ -115,7 +116,7 @@ def recompute_run_interval(context: Mapping[str, Any], run: RunJob | None = None
     if outcome.returncode == Exit.NOTHING_TO_DO:
         raise AirflowSkipException(f"no events in [{start}, {end}): nothing to recompute")
     if outcome.returncode == Exit.BAD_REQUEST:
-        raise outcome.refusal(f"bad interval [{start}, {end})", log)
+        raise outcome.refusal(f"bad interval [{start}, {end})")
     summary = outcome.summary("batch")
     # Consumers of the assets (data_quality) learn which interval was recomputed.
     for asset in ASSETS:
@@ -127,11 +128,11 @@ def _interval(context: Any) -> tuple[str, str]:
     params = context["params"]
     if params.get("start") or params.get("end"):
         if not (params.get("start") and params.get("end")):
-            raise AirflowFailException("give both start and end, or neither")
+            raise Refused("give both start and end, or neither")
         return str(params["start"]), str(params["end"])
     start, end = context.get("data_interval_start"), context.get("data_interval_end")
     if start is None or end is None or start >= end:
-        raise AirflowFailException(
+        raise Refused(
             "this run has no data interval to recompute: trigger it with a logical date, "
             "or fill start and end in the form"
         )

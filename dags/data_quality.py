@@ -11,7 +11,8 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException
+
+from dags.support.failure import Refused, retry_policy
 
 if TYPE_CHECKING:
     from dags.support.job_runner import RunJob
@@ -65,7 +66,11 @@ site listing every run (open the file in a browser; default `<state>/dq/data_doc
     catchup=False,
     max_active_runs=1,
     # A retry helps when Spark or storage hiccup; a broken FAIL check fails at once.
-    default_args={"retries": 1, "retry_delay": timedelta(minutes=1)},
+    default_args={
+        "retries": 1,
+        "retry_delay": timedelta(minutes=1),
+        "retry_policy": retry_policy(),
+    },
     tags=["tributary", "data-quality"],
     description="Great Expectations suites per layer: fail, warn or quarantine; Data Docs",
     doc_md=DOC,
@@ -108,12 +113,12 @@ def validate_layer(context: Mapping[str, Any], run: RunJob | None = None) -> dic
     log.info("running jobs.quality %s", " ".join(args))
     outcome = (run or run_job)("jobs.quality", args, on_line=log.info)
     if outcome.returncode == Exit.BAD_REQUEST:
-        raise outcome.refusal("bad parameters", log)
+        raise outcome.refusal("bad parameters")
     result = outcome.summary("quality", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
     if result["data_docs"]:
         log.info("Data Docs: %s", result["data_docs"])
     if outcome.returncode == Exit.CHECKS_FAILED:
-        raise AirflowFailException(
+        raise Refused(
             "data quality: FAIL checks broke:\n"
             + "\n".join(f"  {b}" for b in result["failed_checks"])
             + f"\nData Docs: {result['data_docs']}"
@@ -160,7 +165,7 @@ def _run_after(context: Any) -> datetime:
     run = context.get("dag_run")
     moment = getattr(run, "run_after", None) or context.get("logical_date")
     if moment is None:
-        raise AirflowFailException("this run has no trigger time: fill start and end in the form")
+        raise Refused("this run has no trigger time: fill start and end in the form")
     return moment
 
 

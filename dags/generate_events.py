@@ -6,7 +6,6 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException
 
 log = logging.getLogger("tributary.dags.generate_events")
 
@@ -74,7 +73,7 @@ def generate_events() -> None:
     def produce() -> None:
         from dags.support.job_runner import run_job
         from dags.support.run_params import checked_params
-        from jobs.contract import Exit, describe
+        from jobs.contract import Exit
 
         params = checked_params(get_current_context())
         count, rate = int(params["count"]), float(params["rate"])
@@ -89,10 +88,10 @@ def generate_events() -> None:
             argv += ["--seed", str(params["seed"])]
         log.info("python -m jobs.generate %s", " ".join(argv))
         outcome = run_job("jobs.generate", argv, on_line=log.info)
+        if outcome.returncode == Exit.BAD_REQUEST:
+            raise outcome.refusal("no events were produced")
         if outcome.returncode != Exit.OK:
-            raise AirflowFailException(
-                f"the generator stopped with status {describe(outcome.returncode)}; see above"
-            )
+            raise outcome.failure("jobs.generate")
 
     produce()
 

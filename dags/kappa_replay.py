@@ -8,7 +8,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import Asset, Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowSkipException
+
+from dags.support.failure import Refused
+from dags.support.form_fields import VERSION_RULE, mode_param, version_param
 
 if TYPE_CHECKING:
     from dags.support.job_runner import RunJob
@@ -90,17 +93,15 @@ Each version written is announced on the `replay.versions` asset, which triggers
         "version": Param(
             None,
             type=["null", "string"],
-            pattern="^[a-z][a-z0-9_]{0,39}$",
             title="Version",
-            description="Name of the new version (e.g. v7); empty: the next vN",
+            description="Name of the new version, e.g. v7; empty: the next vN. A name is "
+            + VERSION_RULE,
         ),
-        "extend": Param(
+        "extend": version_param(
             None,
-            type=["null", "string"],
-            pattern="^[a-z][a-z0-9_]{0,39}$",
-            title="Extend version",
-            description="Instead of a new version: continue this one over the log written "
-            "since its last run (Start stays earliest)",
+            "Extend version",
+            "Instead of a new version: continue this one over the log written since its last "
+            "run (Start stays earliest)",
         ),
         "dry_run": Param(
             True,
@@ -121,13 +122,7 @@ Each version written is announced on the `replay.versions` asset, which triggers
             title="Force",
             description="Replay what exists when retention deleted the start (gap recorded)",
         ),
-        "mode": Param(
-            None,
-            type=["null", "string"],
-            enum=[None, "lambda", "kappa"],
-            title="Mode",
-            description="For this run only; empty: the configured mode",
-        ),
+        "mode": mode_param("a scheduled run extends the active version and serves it"),
     },
 )
 def kappa_replay() -> None:
@@ -173,7 +168,7 @@ def replay_log(context: Mapping[str, Any], run: RunJob | None = None) -> dict[st
     args = replay_arguments(params, scheduled=scheduled)
     outcome = (run or run_job)("jobs.replay", args, on_line=log.info)
     if outcome.returncode == Exit.BAD_REQUEST:
-        raise outcome.refusal("the replay was refused", log)
+        raise outcome.refusal("the replay was refused")
     # Not served: written, so it is still announced; the promote task reports the gate.
     summary = outcome.summary("replay", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
     summary["dry_run"] = bool(params["dry_run"]) and not scheduled
@@ -185,7 +180,7 @@ def replay_log(context: Mapping[str, Any], run: RunJob | None = None) -> dict[st
 def promote_replayed(replayed: dict[str, Any], run: RunJob | None = None) -> str:
     """The promote task: promote what the replay wrote when asked to, or say why not."""
     from dags.support.job_runner import run_job
-    from jobs.contract import Exit, describe
+    from jobs.contract import Exit
 
     if replayed["dry_run"]:
         _skip("dry run: nothing to promote")
@@ -193,7 +188,7 @@ def promote_replayed(replayed: dict[str, Any], run: RunJob | None = None) -> str
         _skip(f"{replayed['version']} is the active version and passed its gate: served")
     if replayed.get("active"):
         # The note says since when serving has read it so, and warns after a week.
-        raise AirflowFailException(
+        raise Refused(
             f"{replayed['version']} was extended but its reconciliation gate failed (see "
             "the replay task's log and the reconcile DAG's report). "
             f"{replayed.get('unserved') or ''}\nPromote it with promote_version (Force to "
@@ -211,11 +206,9 @@ def promote_replayed(replayed: dict[str, Any], run: RunJob | None = None) -> str
         extra_env={"TRIBUTARY__MODE": replayed["mode"]},
     )
     if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
-        raise AirflowFailException(
-            f"{replayed['version']} was not promoted: its gate failed (see above)"
-        )
+        raise Refused(f"{replayed['version']} was not promoted: its gate failed (see above)")
     if outcome.returncode != Exit.OK:
-        raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
+        raise outcome.failure("jobs.versions")
     return str(replayed["version"])
 
 

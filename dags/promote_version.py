@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 
+from dags.support.failure import Refused
+from dags.support.form_fields import version_param
+
 if TYPE_CHECKING:
     from dags.support.job_runner import RunJob
 
@@ -40,12 +43,8 @@ serves it if the gate passes (or with *Force*).
     description="Promote a caught-up replay version to serving, after its gate",
     doc_md=DOC,
     params={
-        "version": Param(
-            "v1",
-            type="string",
-            pattern="^[a-z][a-z0-9_]{0,39}$",
-            title="Version",
-            description="The replay version to promote (python -m jobs.versions list)",
+        "version": version_param(
+            None, "Version", "The replay version to promote (the Tributary view lists them)"
         ),
         "force": Param(
             False,
@@ -68,15 +67,17 @@ def promote_requested(context: Mapping[str, Any], run: RunJob | None = None) -> 
     `run`): jobs.versions promote; a refusal fails the run at once, with the reason."""
     from dags.support.job_runner import run_job
     from dags.support.run_params import checked_params
-    from jobs.contract import Exit, describe
+    from jobs.contract import Exit
 
     params = checked_params(context)
+    if not params["version"]:
+        raise Refused("nothing was promoted: choose the version to promote in the form")
     args = ["promote", params["version"]] + (["--force"] if params["force"] else [])
     outcome = (run or run_job)("jobs.versions", args, on_line=log.info)
     if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
-        raise outcome.refusal(f"{params['version']} was not promoted", log)
+        raise outcome.refusal(f"{params['version']} was not promoted")
     if outcome.returncode != Exit.OK:
-        raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
+        raise outcome.failure("jobs.versions")
     return str(params["version"])
 
 

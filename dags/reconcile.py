@@ -10,7 +10,10 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowSkipException
+
+from dags.support.failure import Refused, retry_policy
+from dags.support.form_fields import VERSION_RULE, existing_versions
 
 if TYPE_CHECKING:
     from dags.support.job_runner import RunJob
@@ -20,8 +23,7 @@ log = logging.getLogger("tributary.dags.reconcile")
 # lakehouse.transforms.views.VIEWS and lakehouse.reconcile NAMED_SOURCES; not imported, as DAG files
 # import lakehouse only in tasks.
 VIEWS = ["event_counts_1m", "active_users_10m", "user_sessions"]
-SOURCES = ["batch", "speed", "replay:v1"]
-SOURCE_PATTERN = r"^(batch|speed|replay:[a-z][a-z0-9_]{0,39})$"
+SOURCES = ["batch", "speed", *(f"replay:{v}" for v in existing_versions())]
 # The batch_layer DAG's outlets. `&`, all of them: its one task updates the three together,
 # so each batch run triggers exactly one reconciliation (with `|`, each asset event could
 # start a run of its own).
@@ -62,27 +64,31 @@ counts are exact by default); the message gives the count and the first windows.
     catchup=False,
     max_active_runs=1,
     # A retry helps when Spark or storage hiccup; a failed gate fails at once (no retry).
-    default_args={"retries": 1, "retry_delay": timedelta(minutes=1)},
+    default_args={
+        "retries": 1,
+        "retry_delay": timedelta(minutes=1),
+        "retry_policy": retry_policy(),
+    },
     tags=["tributary", "data-quality"],
     description="Batch vs speed per window after each batch run: dq.* records, HTML report, gate",
     doc_md=DOC,
     params={
-        # A list to pick from, or a replay version typed in (replay:v3).
+        # A list to pick from (the replay versions that exist included), or any replay:<name>.
         "left": Param(
             "batch",
             type="string",
-            pattern=SOURCE_PATTERN,
             examples=SOURCES,
             title="Left side",
-            description="batch, speed (live) or replay:<version>",
+            description="batch, speed (live) or replay:<version> (a version's name is "
+            f"{VERSION_RULE})",
         ),
         "right": Param(
             "speed",
             type="string",
-            pattern=SOURCE_PATTERN,
             examples=SOURCES,
             title="Right side",
-            description="batch, speed (live) or replay:<version>",
+            description="batch, speed (live) or replay:<version> (a version's name is "
+            f"{VERSION_RULE})",
         ),
         "view": Param("all", enum=["all", *VIEWS], title="View"),
         "start": Param(
@@ -136,7 +142,7 @@ def compare_sources(context: Mapping[str, Any], run: RunJob | None = None) -> di
             log.warning("%s: the announced version is not in the lakehouse: skipped", label)
             continue
         if outcome.returncode == Exit.BAD_REQUEST:
-            raise outcome.refusal(f"{label}: bad parameters", log)
+            raise outcome.refusal(f"{label}: bad parameters")
         result = outcome.summary("reconcile", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
         log.info("reconciliation report: %s", result["report"])
         if outcome.returncode == Exit.CHECKS_FAILED:
@@ -144,7 +150,7 @@ def compare_sources(context: Mapping[str, Any], run: RunJob | None = None) -> di
             continue
         summaries[label] = result
     if failures:
-        raise AirflowFailException("\n\n".join(failures))
+        raise Refused("\n\n".join(failures))
     if not summaries:
         raise AirflowSkipException("no window is final on both sides yet: nothing compared")
     return summaries

@@ -44,13 +44,13 @@ def roll_back(run: RunJob | None = None) -> None:
     """The rollback task (tests run the job in-process through `run`): jobs.versions
     rollback; a refusal fails the run at once, with the reason."""
     from dags.support.job_runner import run_job
-    from jobs.contract import Exit, describe
+    from jobs.contract import Exit
 
     outcome = (run or run_job)("jobs.versions", ["rollback"], on_line=log.info)
     if outcome.returncode in (Exit.BAD_REQUEST, Exit.CHECKS_FAILED):
-        raise outcome.refusal("nothing was rolled back", log)
+        raise outcome.refusal("nothing was rolled back")
     if outcome.returncode != Exit.OK:
-        raise RuntimeError(f"jobs.versions stopped with status {describe(outcome.returncode)}")
+        raise outcome.failure("jobs.versions")
 
 
 rollback_version()

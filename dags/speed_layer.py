@@ -8,7 +8,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowSkipException
+
+from dags.support.failure import Refused, TaskFailed
 
 # Airflow imports DAG files under mangled module names; give the log a readable one.
 log = logging.getLogger("tributary.dags.speed_layer")
@@ -107,7 +109,7 @@ def apply_action(context: Mapping[str, Any]) -> dict[str, Any]:
     try:
         done = SpeedLayerSupervisor(get_settings()).apply(action)
     except SupervisorError as err:
-        raise AirflowFailException(str(err)) from None
+        raise Refused(str(err)) from None
     log.info("%s", done["outcome"])
     return done
 
@@ -127,17 +129,17 @@ def assess_stream(done: Mapping[str, Any]) -> dict[str, Any]:
     try:
         health = supervisor.assess()
     except SupervisorError as err:
-        raise AirflowFailException(str(err)) from None
+        raise Refused(str(err)) from None
     if health.status == "stale":
         after = supervisor.restart()
-        raise AirflowFailException(
+        raise TaskFailed(
             f"{health.message}. Restarted the speed layer (new pid {after.pid}); "
             f"see {after.log_file} if it happens again"
         )
     if health.status in ("lagging", "slow"):
-        raise AirflowFailException(health.message)
+        raise TaskFailed(health.message)
     if health.status == "starting" and health.records_waiting:
-        raise AirflowFailException(
+        raise TaskFailed(
             f"{health.message}: no micro-batch committed within "
             f"{settings.supervisor.first_batch_timeout_seconds:.0f} s of the start; "
             f"see {supervisor.status().log_file}"

@@ -6,7 +6,6 @@ back when the job ends, and a task that is stopped takes its job down with it.
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
@@ -16,6 +15,8 @@ from typing import Any, Protocol
 
 from jobs.contract import Exit, describe, read_result
 from lakehouse.core.paths import REPO_ROOT
+
+from .failure import Refused, TaskFailed
 
 
 @dataclass(frozen=True)
@@ -28,14 +29,14 @@ class JobOutcome:
         said = [line.strip() for line in self.lines if line.strip()]
         return said[-1] if said else f"it printed nothing (status {describe(self.returncode)})"
 
-    def refusal(self, what: str, log: logging.Logger) -> Exception:
-        """The task's failure for a refused job: `what`, then the job's reason, logged at ERROR
-        (where a person filtering the log to errors looks) and raised without retries."""
-        from airflow.sdk.exceptions import AirflowFailException
+    def refusal(self, what: str) -> Refused:
+        """The task's end for a refused job: `what`, then the job's reason; not retried."""
+        return Refused(f"{what}: {self.reason()}")
 
-        message = f"{what}: {self.reason()}"
-        log.error("%s", message)
-        return AirflowFailException(message)
+    def failure(self, job: str) -> TaskFailed:
+        """The task's end for a job that failed: its status and its reason; retried as the
+        DAG says."""
+        return TaskFailed(f"{job} stopped with status {describe(self.returncode)}: {self.reason()}")
 
     def last(self, prefix: str) -> str | None:
         """The text after `prefix` on the last line that starts with it."""
@@ -46,10 +47,10 @@ class JobOutcome:
         """The result `job` printed last (jobs.contract), once it ended with one of the
         `succeeded` statuses; any other status fails the task (the job's log says why)."""
         if self.returncode not in succeeded:
-            raise RuntimeError(f"{job} stopped with status {describe(self.returncode)}: see above")
+            raise self.failure(job)
         found = read_result(job, self.lines)
         if found is None:
-            raise RuntimeError(f"{job} ended with status {self.returncode} but printed no result")
+            raise TaskFailed(f"{job} ended with status {self.returncode} but printed no result")
         return found
 
 

@@ -5,7 +5,6 @@ declares. Airflow keeps a name it does not know as one more parameter, so a miss
 from __future__ import annotations
 
 import difflib
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -29,13 +28,11 @@ def unknown_params_message(given: Iterable[str], declared: Iterable[str]) -> str
 def checked_params(context: Mapping[str, Any]) -> Mapping[str, Any]:
     """The run's parameters, once every name in its conf is one the DAG declares; else the
     task fails at once, without retries (a task calls this before it changes anything)."""
-    from airflow.sdk.exceptions import AirflowFailException
+    from .failure import Refused
 
     conf = getattr(context.get("dag_run"), "conf", None) or {}
     problem = unknown_params_message(conf, context["dag"].params)
     if problem:
-        # Logged too: the task log shows an exception's text only in its details.
-        logging.getLogger(__name__).error(problem)
-        raise AirflowFailException(problem)
+        raise Refused(problem)
     params: Mapping[str, Any] = context["params"]
     return params

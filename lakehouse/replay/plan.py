@@ -23,6 +23,9 @@ VERSION_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 # catch-up on a 2-core machine, docs/performance.md).
 DEFAULT_RATE = 7_500.0
 MIN_RATE_RECORDS = 100_000  # replays smaller than this do not set the estimate
+# What a replay takes before its first record, whatever its size: the job's JVM, its
+# SparkSession and the query's first plan, on a 2-core machine (docs/performance.md).
+STARTUP_SECONDS = 25.0
 
 
 class ReplayRequestError(ValueError):
@@ -154,7 +157,7 @@ class ReplayPlan:
         return json.dumps({self.topic: {str(p): o for p, o in self.start_offsets.items()}})
 
     def estimated_seconds(self) -> float:
-        return self.records / self.rate
+        return STARTUP_SECONDS + self.records / self.rate
 
     def report(self) -> str:
         lines = [f"replay of {self.topic!r} from {self.start.describe()}:"]
@@ -165,8 +168,8 @@ class ReplayPlan:
         ]
         source = "the last replay's rate" if self.rate != DEFAULT_RATE else "a default rate"
         lines.append(
-            f"  {self.records} records; about {self.estimated_seconds():.0f} s at "
-            f"{self.rate:.0f} records/s ({source})"
+            f"  {self.records} records; about {self.estimated_seconds():.0f} s: "
+            f"{STARTUP_SECONDS:.0f} s to start Spark, then {self.rate:.0f} records/s ({source})"
         )
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)

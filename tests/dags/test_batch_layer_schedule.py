@@ -101,15 +101,15 @@ def test_in_kappa_mode_a_run_does_nothing_and_says_why(
 def test_a_reversed_interval_from_the_form_fails_with_the_reason(
     batch: DagFile, jobs_here: RunJob, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    """Failed at once (AirflowFailException: the DAG's retries do not apply)."""
-    from airflow.sdk.exceptions import AirflowFailException
+    """Failed at once (Refused: the DAG's retries do not apply)."""
+    from dags.support.failure import Refused
 
     caplog.set_level(logging.INFO, logger="tributary.dags")
     conf = {"start": "2026-01-01T11:00:00Z", "end": "2026-01-01T10:00:00Z"}
     context = batch.context("recompute", conf)
-    with pytest.raises(AirflowFailException, match="bad interval") as refused:
+    with pytest.raises(Refused, match="bad interval") as refused:
         batch.module.recompute_run_interval(context, run=jobs_here)
-    assert type(refused.value) is AirflowFailException
+    assert type(refused.value) is Refused
     assert "empty or reversed" in caplog.text, caplog.text
     assert "empty or reversed" in str(refused.value)
     assert not (tmp_path / "lakehouse").exists()

@@ -101,14 +101,14 @@ def test_a_combination_the_form_cannot_check_fails_with_the_jobs_reason(
     says: str,
 ) -> None:
     """Airflow accepts these (each field is valid alone); jobs.replay refuses them, and the
-    task fails at once (AirflowFailException: no retry), the job's reason in its log."""
-    from airflow.sdk.exceptions import AirflowFailException
+    task fails at once (Refused: not retried), the job's reason in its log."""
+    from dags.support.failure import Refused
 
     caplog.set_level(logging.INFO, logger="tributary.dags")
     context = kappa.context("replay", {**conf, "version": "t0refused"})
-    with pytest.raises(AirflowFailException, match="the replay was refused") as refused:
+    with pytest.raises(Refused, match="the replay was refused") as refused:
         kappa.module.replay_log(context, run=jobs_here)
-    assert type(refused.value) is AirflowFailException
+    assert type(refused.value) is Refused
     assert says in caplog.text and "nothing written" in caplog.text, caplog.text
     assert says in str(refused.value)
     assert not (tmp_path / "lakehouse").exists(), "a refused replay wrote something"
@@ -153,10 +153,12 @@ def test_an_extension_is_announced_when_it_read_something_new(kappa: DagFile) ->
 def test_an_extension_of_the_active_version_is_served_or_fails_with_its_gate(
     kappa: DagFile,
 ) -> None:
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from dags.support.failure import Refused
 
     active = {"version": "v3", "dry_run": False, "active": True, "auto_promote": True}
     with pytest.raises(AirflowSkipException, match="v3 is the active version and passed"):
         kappa.module.promote_replayed({**active, "served": True}, run=no_job)
-    with pytest.raises(AirflowFailException, match="v3 was extended but its reconciliation"):
+    with pytest.raises(Refused, match="v3 was extended but its reconciliation"):
         kappa.module.promote_replayed({**active, "served": False}, run=no_job)

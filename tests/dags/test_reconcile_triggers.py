@@ -51,7 +51,9 @@ def test_an_announced_version_the_lakehouse_lacks_is_skipped_not_failed(
 ) -> None:
     """An announcement older than the lakehouse (reset since) names a version it never held:
     the run says so and skips, while the same version asked for by hand fails the run."""
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from dags.support.failure import Refused
 
     dag_file = load_dag_file("reconcile")
     announced = dag_file.context("compare", run_type="asset_triggered")
@@ -62,7 +64,7 @@ def test_an_announced_version_the_lakehouse_lacks_is_skipped_not_failed(
         dag_file.module.compare_sources(announced, jobs_here)
     assert "replay:gone vs speed: the announced version is not in the lakehouse" in caplog.text
     asked = dag_file.context("compare", {"left": "replay:gone", "right": "speed"})
-    with pytest.raises(AirflowFailException, match="bad parameters"):
+    with pytest.raises(Refused, match="bad parameters"):
         dag_file.module.compare_sources(asked, jobs_here)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dags.support.failure import TaskFailed
 from dags.support.job_runner import JobOutcome, run_job
 from jobs.contract import Exit
 
@@ -18,10 +19,11 @@ def test_the_last_result_line_is_the_summary_and_its_lines_reach_the_log() -> No
     assert printed.summary("x") == {"n": 2}
 
 
-def test_a_failed_status_or_a_missing_result_fails_with_the_job_s_name() -> None:
-    with pytest.raises(RuntimeError, match=r"x stopped with status 3 \(nothing to do\)"):
-        JobOutcome(3, ['x result: {"n": 1}']).summary("x")
+def test_a_failed_status_or_a_missing_result_fails_with_the_job_s_name_and_reason() -> None:
+    stopped = r"x stopped with status 3 \(nothing to do\): the topic is empty$"
+    with pytest.raises(TaskFailed, match=stopped):
+        JobOutcome(3, ['x result: {"n": 1}', "the topic is empty", ""]).summary("x")
     accepted = (Exit.OK, Exit.CHECKS_FAILED)
     assert JobOutcome(4, ['x result: {"n": 1}']).summary("x", accepted) == {"n": 1}
-    with pytest.raises(RuntimeError, match=r"x ended with status 0 but printed no result"):
+    with pytest.raises(TaskFailed, match=r"x ended with status 0 but printed no result"):
         JobOutcome(0, ["==> done", 'y result: {"n": 1}']).summary("x")

@@ -19,11 +19,10 @@ def context(conf: dict[str, object] | None) -> dict[str, object]:
 
 
 def test_checked_params_fails_the_task_without_retries(airflow_home: Path) -> None:
-    from airflow.sdk.exceptions import AirflowFailException
-
+    from dags.support.failure import Refused
     from dags.support.run_params import checked_params
 
-    with pytest.raises(AirflowFailException, match="did you mean 'action'"):
+    with pytest.raises(Refused, match="did you mean 'action'"):
         checked_params(context({"actoin": "stop"}))
     assert checked_params(context({"action": "stop"}))["action"] == "stop"
     assert checked_params(context(None))["action"] == "ensure"  # a scheduled run: no conf

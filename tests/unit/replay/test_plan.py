@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from lakehouse.replay.plan import (
+    STARTUP_SECONDS,
     PartitionPlan,
     ReplayPlan,
     ReplayRequestError,
@@ -101,7 +102,10 @@ def plan() -> ReplayPlan:
 def test_a_plan_counts_records_gaps_and_time() -> None:
     p = plan()
     assert p.records == 150 and p.gaps == {0: 10}
-    assert p.estimated_seconds() == 3.0
+    assert p.estimated_seconds() == STARTUP_SECONDS + 3.0  # 150 records at 50/s
+    assert f"about {STARTUP_SECONDS + 3:.0f} s: {STARTUP_SECONDS:.0f} s to start Spark" in (
+        p.report()
+    )
     assert json.loads(p.spark_starting_offsets()) == {"events": {"0": 10, "1": 0}}
     assert "10 already deleted by retention" in p.report()
 
