@@ -105,6 +105,7 @@ def validate_layer(context: Mapping[str, Any], run: RunJob | None = None) -> dic
     process too through `run`): jobs.quality over the run's range; a broken FAIL check fails
     the run at once, naming every broken check and the Data Docs."""
     from dags.support.job_runner import run_job
+    from dags.support.results import link_results, results_url
     from dags.support.run_params import checked_params
     from jobs.contract import Exit
 
@@ -117,6 +118,7 @@ def validate_layer(context: Mapping[str, Any], run: RunJob | None = None) -> dic
     result = outcome.summary("quality", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
     if result["data_docs"]:
         log.info("Data Docs: %s", result["data_docs"])
+        link_results(context, "Data Docs", results_url(result["data_docs"]))
     if outcome.returncode == Exit.CHECKS_FAILED:
         raise Refused(
             "data quality: FAIL checks broke:\n"

@@ -152,6 +152,7 @@ def replay_log(context: Mapping[str, Any], run: RunJob | None = None) -> dict[st
     """The replay task: skip a scheduled run outside kappa mode, else run jobs.replay with
     the run's parameters; its summary for the next tasks."""
     from dags.support.job_runner import run_job
+    from dags.support.results import VIEW_URL, link_results, save_plan
     from dags.support.run_params import checked_params
     from jobs.contract import Exit
     from lakehouse.core.config import get_settings
@@ -172,6 +173,10 @@ def replay_log(context: Mapping[str, Any], run: RunJob | None = None) -> dict[st
     # Not served: written, so it is still announced; the promote task reports the gate.
     summary = outcome.summary("replay", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
     summary["dry_run"] = bool(params["dry_run"]) and not scheduled
+    if summary["dry_run"]:
+        link_results(context, "the plan", save_plan(context, outcome.lines))
+    else:
+        link_results(context, "the versions", VIEW_URL + "#versions")
     summary["mode"] = mode  # the promotion gate compares with batch in lambda mode
     summary["auto_promote"] = bool(params["auto_promote"]) or scheduled
     return summary

@@ -120,6 +120,7 @@ def compare_sources(context: Mapping[str, Any], run: RunJob | None = None) -> di
     process too through `run`): one jobs.reconcile per comparison; fails if any gate fails,
     skips if nothing was final on both sides."""
     from dags.support.job_runner import run_job
+    from dags.support.results import link_results, results_url
     from dags.support.run_params import checked_params
     from jobs.contract import Exit
 
@@ -145,6 +146,7 @@ def compare_sources(context: Mapping[str, Any], run: RunJob | None = None) -> di
             raise outcome.refusal(f"{label}: bad parameters")
         result = outcome.summary("reconcile", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
         log.info("reconciliation report: %s", result["report"])
+        link_results(context, f"{label}: report", results_url(result["report"]))
         if outcome.returncode == Exit.CHECKS_FAILED:
             failures.append(f"{label}: {result['gate']}\nreport: {result['report']}")
             continue

@@ -209,6 +209,18 @@ def task_log(api: Api, dag_id: str, run_id: str, ti: dict[str, Any]) -> str:
     )
 
 
+def results_page(api: Api, dag_id: str, run_id: str, task_id: str) -> tuple[str, str]:
+    """The task's Results link (its extra link, as the UI shows it) and the page it opens,
+    fetched as the logged-in user."""
+    path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/links"
+    links = expect_json(api.call("GET", path), 200)["extra_links"]
+    url = links.get("Results")
+    assert url, f"{dag_id}.{task_id} has no Results link: {links}"
+    page = api.session.get(api.base.removesuffix("/api/v2") + url, timeout=HTTP_TIMEOUT)
+    assert page.status_code == 200, f"{url}: {page.status_code} {page.text[:300]}"
+    return url, page.text
+
+
 def task_logs(api: Api, dag_id: str, run_id: str, tis: list[dict[str, Any]]) -> dict[str, str]:
     return {ti["task_id"]: task_log(api, dag_id, run_id, ti) for ti in tis}
 

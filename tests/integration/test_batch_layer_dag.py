@@ -188,6 +188,9 @@ def test_the_batch_run_triggers_a_reconciliation_of_its_interval(
     assert report.exists(), f"the log names {report}, which does not exist"
     html = report.read_text()
     assert '<svg class="chart"' in html and 'id="summary"' in html and "gate passed" in html
+    # The run's Results link opens the same report through the Tributary view.
+    url, linked = af.results_page(api, RECONCILE, run["dag_run_id"], "compare")
+    assert url.endswith(f"/reports/{report.name}") and linked == html, url
 
     recorded = _recorded(spark, services_settings, run["dag_run_id"])
     assert {r["view"] for r in recorded} == VIEWS, recorded

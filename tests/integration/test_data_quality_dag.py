@@ -55,6 +55,8 @@ def test_bronze_is_validated_and_the_data_docs_linked(
     docs = re.findall(r"Data Docs: (\S+index\.html)", log)
     assert docs, f"no Data Docs line in the log:\n{report}"
     assert Path(docs[-1]).is_file(), docs[-1]
+    url, page = af.results_page(api, DAG_ID, run_id, "validate")
+    assert url.endswith("/index.html") and "Data Docs" in page, url
 
     recorded = _recorded(spark, services_settings, run_id)
     expected = _failures(spark, services_settings, recorded)

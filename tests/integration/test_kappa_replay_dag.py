@@ -224,6 +224,10 @@ def test_a_dry_run_from_the_trigger_form_reports_and_writes_nothing(
     summary = _xcom(api, DAG_ID, run_id, "replay")
     assert summary["dry_run"] is True and summary["records"] > 0, summary
     assert set(_versions(spark, services_settings)) == versions_before
+    # The plan is the replay task's Results page.
+    url, plan = af.results_page(api, DAG_ID, run_id, "replay")
+    assert url.startswith("/tributary/dq/plans/"), url
+    assert "replay of 'events' from earliest" in plan and "s to start Spark" in plan, plan
     # The run page the form opened, now showing the finished run.
     browser.refresh()
     wait_for(browser, lambda d: "Success" in d.find_element(By.TAG_NAME, "body").text, "Success")
