@@ -1,6 +1,6 @@
 """Install everything Tributary needs, from the project's own files. Idempotent.
 
-    python3 infra/bootstrap.py [all|venv|jars|classes|kafka|minio|compose|secrets|browser]
+    python3 infra/bootstrap.py [all|venv|jars|classes|kafka|minio|compose|secrets|browser|web]
 
 Runs with the machine's Python 3.11 and the standard library only (the venv does not exist
 yet). Downloads and builds go to the cache folder ($TRIBUTARY_CACHE, default
@@ -549,6 +549,16 @@ def setup_browser() -> None:
         raise SetupError(f"installing {packages} failed ({reason}); run by hand: {by_hand}")
 
 
+def setup_web() -> Path:
+    """The Data Docs' CSS, JS and fonts, from the npm registry (infra/web_assets.py)."""
+    # web_assets imports infra.bootstrap; run as a script this file is __main__, and a second
+    # copy of it would raise a SetupError that main() does not catch.
+    sys.modules.setdefault("infra.bootstrap", sys.modules[__name__])
+    from infra.web_assets import install
+
+    return install()
+
+
 STEPS: dict[str, Callable[[], object]] = {
     "venv": setup_venv,
     "jars": setup_spark_jars,
@@ -558,6 +568,7 @@ STEPS: dict[str, Callable[[], object]] = {
     "compose": setup_compose,
     "secrets": setup_secrets,
     "browser": setup_browser,
+    "web": setup_web,
 }
 
 

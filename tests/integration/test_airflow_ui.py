@@ -1,13 +1,19 @@
 """The Airflow UI, used as a person would: in headless Chromium, log in, see the DAGs, fill in a
-DAG's trigger form and run it. Screenshots are kept in tests/artifacts/screenshots/."""
+DAG's trigger form and run it; open the Data Docs through the Tributary view without internet.
+Screenshots are kept in tests/artifacts/screenshots/."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
+from pathlib import Path
 
 from selenium.webdriver.common.by import By
 
 from lakehouse.core.config import Settings
+from lakehouse.core.paths import state_dir
+from lakehouse.quality.offline_assets import JQUERY, VEGA, VEGA_LITE, assets_dir
 from tests.integration.airflow_client import (
     Api,
     task_logs,
@@ -29,6 +35,25 @@ from tests.integration.browser import (
 )
 
 RUN_TIMEOUT = 180
+# What a Data Docs page loaded, read in the page once its fonts are asked for.
+PAGE_LOADED = """
+const done = arguments[arguments.length - 1];
+const fonts = ['900 16px "Font Awesome 6 Free"', '400 16px "Font Awesome 6 Brands"'];
+Promise.all(fonts.map(f => document.fonts.load(f))).then(faces => done({
+  origin: location.origin,
+  jquery: window.jQuery ? jQuery.fn.jquery : null,
+  missing: ['modal', 'bootstrapTable', 'datepicker'].filter(p => !window.jQuery?.fn[p]),
+  popper: typeof window.Popper,
+  vega: window.vega ? vega.version : null,
+  vegaLite: window.vegaLite ? vegaLite.version : null,
+  vegaEmbed: typeof window.vegaEmbed,
+  fonts: faces.map(f => f.length),
+  stylesheets: document.querySelectorAll('link[rel=stylesheet]').length,
+  rules: [...document.styleSheets].filter(s => s.href).map(s => s.cssRules.length),
+  navbar: getComputedStyle(document.querySelector('nav.navbar')).display,
+  loaded: performance.getEntriesByType('resource').map(e => [e.name, e.responseStatus]),
+}), err => done({error: String(err)}));
+"""
 
 
 def admin(settings: Settings) -> tuple[str, str]:
@@ -113,3 +138,88 @@ def test_the_tributary_view_is_behind_the_login_and_shows_the_platform(
     finally:
         browser.switch_to.default_content()
     assert "Serving reads:" in body
+
+
+def test_the_data_docs_render_offline_from_the_local_assets(
+    browser: Browser, airflow_up: str, minio_settings: Settings
+) -> None:
+    """Real Data Docs, opened through the view: every stylesheet, script and font comes from
+    /tributary/assets/ (lakehouse.quality.offline_assets), nothing from a CDN."""
+    import requests
+
+    assert (assets_dir() / ".complete").is_file(), (
+        f"the Data Docs' web assets are not in {assets_dir()}: run `make setup`"
+    )
+    asset = f"{airflow_up}/tributary/assets/{JQUERY.folder}/dist/jquery.min.js"
+    assert requests.get(asset, timeout=30).status_code in (401, 403), "assets are behind the login"
+    dq = state_dir() / "dq"
+    site = dq / "tests" / f"data_docs_{uuid.uuid4().hex[:8]}"
+    try:
+        pages = render_data_docs(site)
+        airflow_login(browser, airflow_up, *admin(minio_settings))
+        for page in pages:
+            browser.get(f"{airflow_up}/tributary/dq/{page.relative_to(dq).as_posix()}")
+            assert "/tributary/assets/" in browser.page_source, (
+                f"{page.name} is served with its CDN URLs: the running Airflow has an older "
+                "plugins/tributary_view.py; restart it (make test-down && make test-up)"
+            )
+            loaded = browser.execute_async_script(PAGE_LOADED)
+            browser.screenshot(f"data_docs_offline_{page.stem}")
+            assert_rendered_offline(page.name, loaded)
+    finally:
+        shutil.rmtree(site, ignore_errors=True)
+
+
+def assert_rendered_offline(page: str, loaded: dict) -> None:
+    assert "error" not in loaded, (page, loaded)
+    outside = [url for url, _ in loaded["loaded"] if not url.startswith(loaded["origin"])]
+    assert outside == [], f"{page} loaded from outside: {outside}"
+    failed = [(u, s) for u, s in loaded["loaded"] if "/tributary/assets/" in u and s != 200]
+    assert failed == [], f"{page}: assets not served: {failed}"
+    assert loaded["jquery"] == JQUERY.version and loaded["missing"] == [], (page, loaded)
+    assert (loaded["vega"], loaded["vegaLite"]) == (VEGA.version, VEGA_LITE.version), page
+    assert (loaded["popper"], loaded["vegaEmbed"]) == ("function", "function"), page
+    assert loaded["fonts"] == [1, 1], f"{page}: Font Awesome did not load"
+    assert len(loaded["rules"]) == loaded["stylesheets"] and all(loaded["rules"]), (page, loaded)
+    assert loaded["navbar"] == "flex", f"{page}: Bootstrap's CSS is not applied"
+
+
+def render_data_docs(site: Path) -> list[Path]:
+    """GX's Data Docs of one small validation (pandas, no Spark): the index, the suite's page
+    and the validation's page, one of each kind GX renders."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+    import pandas as pd
+    from great_expectations.checkpoint import UpdateDataDocsAction
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
+
+    config = DataContextConfig(
+        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+        analytics_enabled=False,
+        progress_bars=ProgressBarsConfig(globally=False, metric_calculations=False),
+    )
+    backend = {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(site)}
+    config.data_docs_sites = {"site": {"class_name": "SiteBuilder", "store_backend": backend}}
+    context = gx.get_context(mode="ephemeral", project_config=config)
+    batch = (
+        context.data_sources.add_pandas("frame")
+        .add_dataframe_asset("events")
+        .add_batch_definition_whole_dataframe("all")
+    )
+    check = gx.expectations.ExpectColumnValuesToNotBeNull(column="user_id")
+    suite = context.suites.add(gx.ExpectationSuite(name="offline", expectations=[check]))
+    definition = context.validation_definitions.add(
+        gx.ValidationDefinition(name="offline", data=batch, suite=suite)
+    )
+    docs = UpdateDataDocsAction(name="docs", site_names=["site"])
+    checkpoint = context.checkpoints.add(
+        gx.Checkpoint(name="offline", validation_definitions=[definition], actions=[docs])
+    )
+    checkpoint.run(batch_parameters={"dataframe": pd.DataFrame({"user_id": ["u1", None]})})
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) == 3, pages
+    return pages
