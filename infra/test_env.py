@@ -66,6 +66,9 @@ def environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
         "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": f"{HOST}:{TEST_PORTS['kafka_port']}",
         "TRIBUTARY__S3__ENDPOINT": f"http://{HOST}:{TEST_PORTS['minio_port']}",
         "TRIBUTARY__AIRFLOW__URL": f"http://{HOST}:{TEST_PORTS['airflow_port']}",
+        # The DAG files do not change while the tests run: parsing them every 15 s would
+        # only take CPU from the tests.
+        "TRIBUTARY__SERVICES__AIRFLOW_REPARSE_SECONDS": "240",
         "TRIBUTARY__SPARK__DRIVER_MEMORY": TEST_DRIVER_MEMORY,
         "TRIBUTARY__SPARK__JAVA_OPTIONS": TEST_JAVA_OPTIONS,
         **{f"TRIBUTARY__SPARK__CONF__{key}": value for key, value in TEST_SPARK_CONF.items()},

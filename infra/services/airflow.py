@@ -84,9 +84,10 @@ class Airflow(Service):
             "AIRFLOW__API__WORKERS": "1",
             "AIRFLOW__API__BASE_URL": self.address(),
             "AIRFLOW__API_AUTH__JWT_SECRET": found["AIRFLOW_JWT_SECRET"],
-            # Pick up new DAG files within seconds, not the default five minutes.
-            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "15",
-            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "15",
+            # Pick up new DAG files (and the versions the forms offer) within seconds, not
+            # the default five minutes.
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": str(svc.airflow_reparse_seconds),
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": str(svc.airflow_reparse_seconds),
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
         }

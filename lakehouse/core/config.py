@@ -144,6 +144,7 @@ class ServicesSettings(_Frozen):
     minio_console_port: int = Field(ge=1, le=65535)
     airflow_port: int = Field(ge=1, le=65535)
     airflow_parallelism: int = Field(ge=1, le=64)
+    airflow_reparse_seconds: int = Field(ge=5)
 
 
 class BatchSettings(_Frozen):
