@@ -68,6 +68,22 @@ def test_a_dag_with_parameters_refuses_names_it_does_not_declare(
         assert "checked_params(" in path.read_text(), f"{path.name} never calls checked_params"
 
 
+def test_no_form_field_asks_for_a_regex_or_offers_a_bare_null(dagbag: DagBag) -> None:
+    """The trigger forms: a regex is no message for a person (the jobs check names and say
+    what is wrong in words), and an empty choice must read as what it means."""
+    fields = [
+        (dag.dag_id, name, dag.params.get_param(name).schema)
+        for dag in dagbag.dags.values()
+        for name in dag.params
+    ]
+    assert len(fields) > 20, "every DAG's fields"
+    for dag_id, name, schema in fields:
+        assert "pattern" not in schema, f"{dag_id}.{name}: a regex the form would show"
+        if None in schema.get("enum", []):
+            labels = schema.get("values_display") or {}
+            assert None in labels, f"{dag_id}.{name}: an empty choice shown as 'null'"
+
+
 @pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.name)
 def test_no_top_level_pyspark_import(path: Path) -> None:
     tree = ast.parse(path.read_text(), filename=str(path))

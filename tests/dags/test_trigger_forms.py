@@ -1,36 +1,17 @@
-"""The trigger forms as Airflow renders them from the DAGs' params: no regular expression for
-a person to decode, no bare "null" choice, and the replay versions that exist offered in the
-version fields."""
+"""The trigger forms' version fields offer the replay versions that exist (the other form
+rules are checked over every DAG in test_dag_integrity)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from lakehouse.core.config import get_settings
 from lakehouse.core.tables import table
-from tests.dags.conftest import DAGS_FOLDER, load_dag_file
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-
-def _schemas() -> Iterator[tuple[str, str, dict[str, Any]]]:
-    for path in sorted(DAGS_FOLDER.glob("*.py")):
-        dag = load_dag_file(path.stem).dag
-        for name in dag.params:
-            yield dag.dag_id, name, dict(dag.params.get_param(name).schema)
-
-
-def test_no_field_asks_for_a_regex_or_offers_a_bare_null(airflow_home: Path) -> None:
-    for dag_id, name, schema in _schemas():
-        assert "pattern" not in schema, f"{dag_id}.{name}: a regex the form would show"
-        if None in schema.get("enum", []):
-            labels = schema.get("values_display") or {}
-            assert None in labels, f"{dag_id}.{name}: an empty choice shown as 'null'"
+from tests.dags.conftest import load_dag_file
 
 
 def _write(path: str, rows: list[dict[str, Any]]) -> None:
