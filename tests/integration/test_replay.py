@@ -115,6 +115,15 @@ def v1(spark: SparkSession, log: Log) -> str:
     return "v1"
 
 
+@pytest.fixture(scope="module")
+def batched(spark: SparkSession, log: Log) -> str:
+    """A replay of the whole log in two micro-batches: late events in the second."""
+    plan = plan_replay(log.settings, log.settings.kafka.topic, ReplayStart("earliest"))
+    per_batch = -(-log.records // 2)
+    assert run_replay(spark, log.settings, plan, "batched", False, per_batch).status == "caught_up"
+    return "batched"
+
+
 def assert_equals_batch_and_live(spark: SparkSession, settings: Settings, version: str) -> None:
     """Batch vs the version and the version vs live, window by window: every window equal, or
     its difference an event recorded as late (the reconciliation gate), over 100+ windows."""
@@ -182,41 +191,41 @@ def test_a_replay_from_earliest_equals_the_batch_recompute(
     ]
 
 
-def test_a_replay_1000_records_a_micro_batch_equals_the_batch_and_keeps_first_deliveries(
-    spark: SparkSession, log: Log
+def test_a_replay_in_micro_batches_equals_the_batch_and_keeps_first_deliveries(
+    spark: SparkSession, log: Log, batched: str
 ) -> None:
     """The log holds every anomaly (re-deliveries with another event_time or page, events
-    far ahead of the stream, bytes that are not UTF-8, numbers for strings): replayed 1,000
-    records a micro-batch, with late events in the later batches, silver holds each event_id
-    once at its first delivery, as the live stream's does, and batch = replay + late, window
-    by window."""
-    plan = plan_replay(log.settings, log.settings.kafka.topic, ReplayStart("earliest"))
-    outcome = run_replay(spark, log.settings, plan, "batched", max_offsets_per_trigger=1000)
-    assert outcome.status == "caught_up"
-    progress = read_table(spark, SpeedOutputs.replay("batched").progress, log.settings)
+    far ahead of the stream, bytes that are not UTF-8, numbers for strings): replayed in two
+    micro-batches, with late events in the second, silver holds each event_id once at its
+    first delivery, as the live stream's does, and batch = replay + late, window by window."""
+    progress = read_table(spark, SpeedOutputs.replay(batched).progress, log.settings)
     sizes = [r["input_rows"] for r in progress.collect()]
-    assert len(sizes) >= 2 and max(sizes) <= 1000, sizes
-    assert_equals_batch_and_live(spark, log.settings, "batched")
+    assert len(sizes) >= 2 and max(sizes) < log.records, sizes
+    assert_equals_batch_and_live(spark, log.settings, batched)
 
     def firsts(outputs: SpeedOutputs) -> list[tuple]:
         rows = read_table(spark, outputs.silver, log.settings)
         return sorted(tuple(r) for r in rows.select(*DEDUP_COLUMNS).collect())
 
-    replayed = firsts(SpeedOutputs.replay("batched"))
+    replayed = firsts(SpeedOutputs.replay(batched))
     assert len({r[0] for r in replayed}) == len(replayed), "each event_id once"
     assert replayed == firsts(SpeedOutputs.live())
 
 
 def test_a_replay_interrupted_mid_batch_resumes_to_the_same_result(
-    spark: SparkSession, log: Log, monkeypatch: pytest.MonkeyPatch, run_job_here: RunJob
+    spark: SparkSession,
+    log: Log,
+    batched: str,
+    monkeypatch: pytest.MonkeyPatch,
+    run_job_here: RunJob,
 ) -> None:
     """A replay whose query fails in the middle of a micro-batch, with some of the batch's
     tables written and the others and its progress row not (what a kill at that moment
     leaves), says so (status failed, exit 5), and running it again with the same version
     resumes it (the job's resume rule included) to the tables an uninterrupted replay with
-    the same batches writes. The failure is injected in this process; killing a process is
-    the speed layer's kill -9 test (test_speed_layer_restarts), whose restart is the same
-    query on the same checkpoint. Two batches are enough: the second fails after the first
+    the same batches (`batched`) writes. The failure is injected in this process; killing a
+    process is the speed layer's kill -9 test (test_speed_layer_restarts), whose restart is
+    the same query on the same checkpoint. Two batches are enough: the second fails after the first
     committed, so the resume must read the first's state back and redo only the second."""
     per_batch = str(-(-log.records // 2))
     sessions_write = MicroBatchProcessor.merge_sessions
@@ -253,14 +262,10 @@ def test_a_replay_interrupted_mid_batch_resumes_to_the_same_result(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert _replay_result(resumed.stdout)["records"] == log.records
 
-    plan = plan_replay(log.settings, log.settings.kafka.topic, ReplayStart("earliest"))
-    assert (
-        run_replay(spark, log.settings, plan, "whole", False, int(per_batch)).status == "caught_up"
-    )
     for name in ("silver", "counts", "active_users", "sessions", "late", "quarantine", "progress"):
         interrupted_rows, whole_rows = (
             _rows(spark, getattr(SpeedOutputs.replay(v), name).path(log.settings))
-            for v in ("interrupted", "whole")
+            for v in ("interrupted", batched)
         )
         assert interrupted_rows == whole_rows, name
 
