@@ -22,10 +22,10 @@ class KafkaUnavailableError(Exception):
 Client = TypeVar("Client")
 
 
-def connect(settings: Settings, client: Callable[..., Client]) -> Client:
-    """A kafka-python client (KafkaAdminClient, KafkaConsumer, ...) of the configured broker;
-    KafkaUnavailableError, saying what to do, when no broker answers within
-    `kafka.connect_timeout_seconds`."""
+def connect(settings: Settings, client: Callable[..., Client], **options: Any) -> Client:
+    """A kafka-python client (KafkaAdminClient, KafkaConsumer, ...) of the configured broker,
+    with `options` for that client; KafkaUnavailableError, saying what to do, when no broker
+    answers within `kafka.connect_timeout_seconds`."""
     from kafka.errors import KafkaConnectionError, KafkaTimeoutError
 
     try:
@@ -33,6 +33,7 @@ def connect(settings: Settings, client: Callable[..., Client]) -> Client:
             bootstrap_servers=settings.kafka.bootstrap_servers,
             request_timeout_ms=10_000,
             bootstrap_timeout_ms=int(settings.kafka.connect_timeout_seconds * 1000),
+            **options,
         )
     except (KafkaConnectionError, KafkaTimeoutError):
         raise KafkaUnavailableError(

@@ -23,7 +23,9 @@ class UnknownTopicError(LookupError):
 def _consumer(settings: Settings) -> Iterator[KafkaConsumer]:
     from kafka import KafkaConsumer
 
-    consumer = connect(settings, KafkaConsumer)
+    # It reads offsets, never records, and belongs to no group: nothing to commit (left on,
+    # kafka-python turns it off with a warning, in every health check's log).
+    consumer = connect(settings, KafkaConsumer, enable_auto_commit=False)
     try:
         yield consumer
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from datetime import UTC, datetime
 
@@ -50,6 +51,19 @@ def test_produce_and_consume_round_trip(
         "a user's events must stay in order"
     )
     assert {r.partition for r in received} == {0, 1, 2}
+
+
+def test_reading_the_log_s_bounds_logs_no_warning(
+    minio_settings: Settings, kafka_up: str, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The health check and the replay plans read offsets: no "group_id is None" warning."""
+    from lakehouse.core.kafka_offsets import end_offsets
+
+    ensure_topic(minio_settings, topic_name, partitions=2)
+    produce_json(minio_settings, [("k", {"n": 1})], topic=topic_name)
+    with caplog.at_level(logging.WARNING):
+        assert sum(end_offsets(minio_settings, topic_name).values()) == 1
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_topic_keeps_records_forever(
