@@ -73,6 +73,8 @@ def newest_by(rows: list[dict[str, Any]], key: tuple[str, ...], at: str) -> list
 
 def promotion_effect(version: VersionInfo, active: str, mode: str) -> str:
     """What promoting `version` would change, said before anyone clicks."""
+    if version.status == "removed":
+        return "cannot be promoted: it was removed (its tables are deleted)"
     if version.status != "caught_up":
         return f"cannot be promoted: it has not caught up (status {version.status})"
     if version.version == active:

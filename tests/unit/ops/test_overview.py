@@ -86,3 +86,17 @@ def test_the_page_shows_versions_health_and_results(spark, local_settings) -> No
     assert "<script" not in page and "http" not in page.replace(
         'xmlns="http://www.w3.org/2000/svg"', ""
     ), "offline: nothing fetched from elsewhere"
+
+
+def test_what_promoting_says_for_each_state_of_a_version() -> None:
+    from lakehouse.ops.overview import promotion_effect
+    from lakehouse.replay.versions import VersionInfo
+
+    def v(status: str) -> VersionInfo:
+        return VersionInfo("v2", AT, "me", "earliest", status, 10, None, {}, False, None, False)
+
+    assert "it was removed" in promotion_effect(v("removed"), "v1", "lambda")
+    assert "it has not caught up (status failed)" in promotion_effect(v("failed"), "v1", "kappa")
+    assert "serving reads it at once" in promotion_effect(v("caught_up"), "v1", "kappa")
+    assert "nothing is served from it in lambda" in promotion_effect(v("caught_up"), "v1", "lambda")
+    assert promotion_effect(v("caught_up"), "v2", "kappa").startswith("active: ")
