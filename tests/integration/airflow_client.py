@@ -203,10 +203,32 @@ def task_log(api: Api, dag_id: str, run_id: str, ti: dict[str, Any]) -> str:
     )
     if reply.status_code != 200:
         return f"(log unavailable: {reply.status_code} {reply.text[:500]})"
-    # Entries are structured events ({"event": ..., ...}) or plain lines when unparseable.
+    # Entries are structured events ({"event": ..., ...}) or plain lines when unparseable; a
+    # task that ends with a reason logs it as the exit code of its "Task exited" event.
     return "\n".join(
-        e if isinstance(e, str) else str(e.get("event", e)) for e in reply.json()["content"]
+        e
+        if isinstance(e, str)
+        else " ".join(str(e[k]) for k in ("event", "exit_code") if e.get(k) is not None) or str(e)
+        for e in reply.json()["content"]
     )
+
+
+def error_lines(api: Api, dag_id: str, run_id: str, task_id: str) -> list[str]:
+    """The ERROR entries of the task's log (latest try), each as its event and exit code,
+    after asserting that no entry carries a stack trace."""
+    path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"
+    ti = expect_json(api.call("GET", path), 200)
+    reply = api.call(
+        "GET", f"{path}/logs/{ti['try_number']}", headers={"Accept": "application/json"}
+    )
+    entries = [e for e in expect_json(reply, 200)["content"] if isinstance(e, dict)]
+    traces = [e for e in entries if e.get("error_detail")]
+    assert not traces, f"a stack trace in the log: {traces}"
+    return [
+        " ".join(str(e[k]) for k in ("event", "exit_code") if e.get(k) is not None)
+        for e in entries
+        if str(e.get("level")).lower() == "error"
+    ]
 
 
 def results_page(api: Api, dag_id: str, run_id: str, task_id: str) -> tuple[str, str]:

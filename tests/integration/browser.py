@@ -219,15 +219,23 @@ def open_trigger_form(driver: WebDriver, url: str, dag_id: str) -> WebElement:
 
 
 def form_field(form: WebElement, label: str, timeout: float = UI_TIMEOUT) -> WebElement:
-    """The input a field's label (its visible text, without the required '*') points to."""
+    """The input a field's label (its visible text, without the required '*') points to, or
+    (a field that may be empty names no input) the one input of the label's field. The form
+    draws its fields anew as they change, so both are looked up until they are there."""
     driver = form.parent
-    found = wait_for(
-        driver,
-        lambda d: visible(form, By.XPATH, f".//label[normalize-space(text())={xpath_text(label)}]"),
-        f"a field labelled {label!r}",
-        timeout,
-    )
-    return driver.find_element(By.ID, found.get_attribute("for"))
+
+    def field(d: WebDriver) -> WebElement | None:
+        found = visible(form, By.XPATH, f".//label[normalize-space(text())={xpath_text(label)}]")
+        if found is None:
+            return None
+        inputs = d.find_elements(By.ID, found.get_attribute("for") or "") or found.find_elements(
+            By.XPATH,
+            "./ancestor::*[@data-part='root'][1]//*[self::input or self::textarea]"
+            "[not(@type='hidden')]",
+        )
+        return inputs[0] if inputs else None
+
+    return wait_for(driver, field, f"a field labelled {label!r}", timeout)
 
 
 def fill_field(form: WebElement, label: str, value: str) -> WebElement:

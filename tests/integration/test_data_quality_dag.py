@@ -70,25 +70,11 @@ def test_bronze_is_validated_and_the_data_docs_linked(
     assert recorded["verdict"] == "failed"
     assert [ti["try_number"] for ti in tis] == [1], "a broken FAIL check is not retried"
     [ti] = tis
-    failure = _error_line(api, run_id, ti)
-    assert failure.startswith("data quality: FAIL checks broke:"), failure
+    [failure] = af.error_lines(api, DAG_ID, run_id, ti["task_id"])
+    assert failure.startswith("Task exited data quality: FAIL checks broke:"), failure
     for check in fail_checks:
         assert f"bronze.events_raw: {check}: BROKEN -> fail" in failure, failure
     assert f"Data Docs: {docs[-1]}" in failure
-
-
-def _error_line(api: af.Api, run_id: str, ti: dict[str, Any]) -> str:
-    """The reason the task failed with: the one ERROR line of its log, with no stack trace."""
-    path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{ti['task_id']}"
-    reply = api.call(
-        "GET", f"{path}/logs/{ti['try_number']}", headers={"Accept": "application/json"}
-    )
-    entries = [e for e in af.expect_json(reply, 200)["content"] if isinstance(e, dict)]
-    assert not [e for e in entries if e.get("error_detail")], "a stack trace in the log"
-    errors = [e for e in entries if str(e.get("level")).lower() == "error"]
-    assert len(errors) == 1, errors
-    [error] = errors
-    return str(error.get("exit_code") or error.get("event"))
 
 
 def _recorded(spark: SparkSession, settings: Settings, run_id: str) -> dict[str, Any]:
