@@ -38,7 +38,7 @@ def results_url(path: str | Path) -> str:
 
 def link_results(context: Mapping[str, Any], what: str, url: str) -> None:
     """Make `url` the run's Results link for this task, and say so in its log."""
-    log.info("%s: %s", what, url)
+    log.info("Results (%s): %s", what, url)
     ti = context.get("ti")
     if ti is not None:
         ti.xcom_push(key=RESULTS_KEY, value=url)
