@@ -171,12 +171,24 @@ def _chart(v: ViewComparison, left: str, right: str) -> str:
     def y(value: float) -> float:
         return MARGIN_TOP + plot_h * (1 - value / top)
 
-    def line(values: list[float], colour: str, css: str) -> str:
-        coords = " ".join(f"{x(p):.1f},{y(val):.1f}" for p, val in zip(points, values, strict=True))
-        return (
-            f'<polyline class="{css}" fill="none" stroke="{colour}" stroke-width="1.6" '
-            f'points="{coords}"/>'
-        )
+    def line(side: str, colour: str, css: str) -> str:
+        """One polyline per run of consecutive buckets: a bucket with no window compared is a
+        gap, not a straight line across it; a point alone is a dot."""
+        drawn = []
+        for run in _runs(points, v.bucket_seconds):
+            coords = [(x(p), y(getattr(p, side))) for p in run]
+            if len(coords) == 1:
+                [(cx, cy)] = coords
+                drawn.append(
+                    f'<circle class="{css}" cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" fill="{colour}"/>'
+                )
+                continue
+            joined = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy in coords)
+            drawn.append(
+                f'<polyline class="{css}" fill="none" stroke="{colour}" stroke-width="1.6" '
+                f'points="{joined}"/>'
+            )
+        return "".join(drawn)
 
     alerts = "".join(
         f'<circle class="unexplained" cx="{x(p):.1f}" cy="{y(max(p.left, p.right)):.1f}" r="4" '
@@ -193,10 +205,15 @@ def _chart(v: ViewComparison, left: str, right: str) -> str:
         f'y2="{y(top * f):.1f}" stroke="#eee"/>'
         for f in (0, 0.5, 1)
     )
+    shown = _spread(points, 5)
+    # The first and last labels end at the plot's edges: centred there, they would be cut.
+    anchors = ["middle"] * len(shown)
+    if len(shown) > 1:
+        anchors[0], anchors[-1] = "start", "end"
     labels = "".join(
-        f'<text x="{x(p):.1f}" y="{axis_y + 16}" text-anchor="middle" font-size="11">'
+        f'<text x="{x(p):.1f}" y="{axis_y + 16}" text-anchor="{anchor}" font-size="11">'
         f"{p.time:%m-%d %H:%M}</text>"
-        for p in _spread(points, 5)
+        for p, anchor in zip(shown, anchors, strict=True)
     )
     legend = (
         f'<text x="{MARGIN_LEFT}" y="{HEIGHT - 6}" font-size="12" fill="{LEFT_COLOUR}">'
@@ -206,7 +223,7 @@ def _chart(v: ViewComparison, left: str, right: str) -> str:
         f'<text x="{MARGIN_LEFT + 240}" y="{HEIGHT - 6}" font-size="12" fill="{ALERT_COLOUR}">'
         f"o unexplained</text>"
         f'<text x="{WIDTH - MARGIN_RIGHT}" y="{HEIGHT - 6}" font-size="11" text-anchor="end" '
-        f'fill="#777">events per {v.bucket_seconds // 60} min, by {escape(v.time_column)}</text>'
+        f'fill="#777">{escape(_caption(v))}</text>'
     )
     return (
         f'<svg class="chart" data-view="{escape(v.view)}" width="{WIDTH}" height="{HEIGHT}" '
@@ -215,10 +232,28 @@ def _chart(v: ViewComparison, left: str, right: str) -> str:
         f"{ticks}"
         f'<line x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" y1="{axis_y}" y2="{axis_y}" '
         f'stroke="#999"/>'
-        f"{line([p.left for p in points], LEFT_COLOUR, 'series-left')}"
-        f"{line([p.right for p in points], RIGHT_COLOUR, 'series-right')}"
+        f"{line('left', LEFT_COLOUR, 'series-left')}"
+        f"{line('right', RIGHT_COLOUR, 'series-right')}"
         f"{alerts}{labels}{legend}</svg>"
     )
+
+
+def _caption(v: ViewComparison) -> str:
+    """What a point of the chart counts: the events of the view's rows whose time column falls
+    in its bucket (a window's events, or a session's)."""
+    minutes = v.bucket_seconds // 60
+    return f"events of the {v.view} rows, per {minutes} min of {v.time_column}"
+
+
+def _runs(points: Sequence[SeriesPoint], bucket_seconds: int) -> list[list[SeriesPoint]]:
+    """The points cut where a bucket between two of them holds nothing compared."""
+    runs: list[list[SeriesPoint]] = []
+    for p in points:
+        if runs and (p.time - runs[-1][-1].time).total_seconds() <= bucket_seconds:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return runs
 
 
 def _spread(points: Sequence[SeriesPoint], count: int) -> list[SeriesPoint]:

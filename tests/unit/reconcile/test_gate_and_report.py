@@ -150,3 +150,27 @@ def test_the_report_has_the_summary_the_unexplained_first_and_a_chart() -> None:
     assert "series-left" in html and "series-right" in html
     assert "late &lt;b&gt;" in html  # text from the data is escaped
     assert "http" not in html.replace("http://www.w3.org/2000/svg", "")  # no CDN, no fetch
+
+
+def test_the_chart_breaks_its_lines_at_empty_buckets_and_says_what_it_counts() -> None:
+    """Sessions start sparsely: a bucket with nothing compared is a gap, not a line drawn
+    across it as if both sides had moved; a point alone is a dot; the edge labels stay
+    inside the chart."""
+    import re
+
+    minutes = [0, 1, 2, 7, 8, 30]  # runs: 10:00-10:02, 10:07-10:08, 10:30 alone
+    series = [SeriesPoint(at(f"10:{m:02}"), 5.0, 5.0, 0) for m in minutes]
+    v = view_result(
+        view="user_sessions",
+        keys=("user_id", "session_start"),
+        time_column="session_start",
+        counts=counts(equal=6),
+        series=series,
+    )
+    html = render_report(run_of(v), gate(run_of(v)))
+    assert html.count('<polyline class="series-left"') == 2
+    assert html.count('<circle class="series-left"') == 1
+    assert html.count('<polyline class="series-right"') == 2
+    assert "events of the user_sessions rows, per 1 min of session_start" in html
+    anchors = re.findall(r'text-anchor="(\w+)" font-size="11">\d\d-\d\d \d\d:\d\d<', html)
+    assert anchors[0] == "start" and anchors[-1] == "end" and set(anchors[1:-1]) == {"middle"}
