@@ -71,14 +71,16 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
             type=["null", "string"],
             format="date-time",
             title="Start (UTC)",
-            description="Empty: the run's data interval. Else the first instant to recompute",
+            description="Empty: the run recomputes its Data Interval (above), which for a "
+            "Logical Date L is the last whole hour before L: at 14:20, 13:00 to 14:00. Else "
+            "the first instant to recompute",
         ),
         "end": Param(
             None,
             type=["null", "string"],
             format="date-time",
             title="End (UTC)",
-            description="Empty: the run's data interval. Else the end, exclusive",
+            description="Empty: the end of the Data Interval (above). Else the end, exclusive",
         ),
         "mode": mode_param("this run does nothing: there is no batch layer"),
     },
