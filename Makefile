@@ -35,8 +35,9 @@ status:  ## report the services: running, healthy, address, log file
 airflow: setup  ## the Airflow CLI against our Airflow: make airflow ARGS="dags list"
 	@$(PY) -m infra.services airflow $(ARGS)
 
-demo: up  ## run the main job end to end and say where to look
+demo: up  ## run the main job end to end, say where to look, and leave the automatic chain's DAGs unpaused
 	@$(PY) -m jobs.demo
+	@$(PY) -m infra.services chain
 
 generate: setup  ## send events with anomalies to Kafka: make generate ARGS="--count 10000 --realtime --rate 500"
 	@$(PY) -m jobs.generate $(ARGS)

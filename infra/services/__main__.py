@@ -4,6 +4,7 @@
     python -m infra.services down   [kafka|minio|airflow ...] [--only-recorded FILE]
     python -m infra.services status
     python -m infra.services airflow ARGS...   # the Airflow CLI, against our Airflow
+    python -m infra.services chain  # unpause the DAGs of the automatic chain (make demo)
 
 `--record` writes the names this call actually started, and `--only-recorded` stops just
 those: `make test` uses the pair so it stops what it started and leaves the rest running.
@@ -24,6 +25,12 @@ from infra.services.minio import Minio
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.paths import state_dir
 from lakehouse.core.processes import ServiceError
+
+# The DAGs that keep the platform running by themselves (docs/operations.md): the stream up,
+# the hourly batch layer, and the quality checks and reconciliation after each batch run or
+# replay, the nightly maintenance, and the daily replay (which acts in kappa mode only). Every
+# DAG starts paused; `make demo` unpauses these.
+CHAIN = ["speed_layer", "batch_layer", "data_quality", "reconcile", "maintenance", "kappa_replay"]
 
 ORDER: dict[str, Callable[[Context], Service]] = {
     "kafka": Kafka,
@@ -88,6 +95,11 @@ def status() -> bool:
     return all_ok
 
 
+def unpause_chain(dag_ids: list[str]) -> None:
+    print("==> airflow: unpausing the automatic chain", flush=True)
+    Airflow(Context(settings=get_settings(), state=state_dir())).unpause(dag_ids)
+
+
 def airflow_cli(args: list[str]) -> None:
     """Run `airflow ARGS` with the environment our Airflow runs with (its home, database,
     keys, DAG folder): a bare `airflow` looks at ~/airflow, an empty database it offers to
@@ -111,6 +123,7 @@ def main(argv: list[str]) -> int:
     sub.choices["up"].add_argument("--record", type=Path)
     sub.choices["down"].add_argument("--only-recorded", type=Path)
     sub.add_parser("status", allow_abbrev=False)
+    sub.add_parser("chain", allow_abbrev=False)
     cli = sub.add_parser("airflow", allow_abbrev=False, add_help=False)
     cli.add_argument("args", nargs=argparse.REMAINDER, help="passed to the airflow command")
     args = parser.parse_args(argv)
@@ -124,6 +137,8 @@ def main(argv: list[str]) -> int:
             down(args.names, args.only_recorded)
         elif args.command == "airflow":
             airflow_cli(args.args)
+        elif args.command == "chain":
+            unpause_chain(CHAIN)
         else:
             return 0 if status() else 3
     except (ServiceError, ConfigError) as err:

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from infra.services.base import Service
@@ -120,6 +121,36 @@ class Airflow(Service):
             proc=self.proc("airflow-api-server"),
             every=3,
         )
+
+    def unpause(self, dag_ids: list[str], timeout: float = 180) -> None:
+        """Unpause `dag_ids` through the REST API as the admin, once Airflow has parsed each
+        (a fresh Airflow parses its DAG files in its first minute)."""
+        import requests
+
+        password = secrets.read_secrets()["AIRFLOW_ADMIN_PASSWORD"]
+        api = f"{self.address()}/api/v2"
+        login = requests.post(
+            f"{self.address()}/auth/token",
+            json={"username": self.ctx.settings.airflow.admin_user, "password": password},
+            timeout=30,
+        )
+        if login.status_code != 201:
+            raise ServiceError(f"airflow: login as the admin failed ({login.status_code})")
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {login.json()['access_token']}"
+        deadline = time.monotonic() + timeout
+        for dag_id in dag_ids:
+            while session.get(f"{api}/dags/{dag_id}", timeout=30).status_code == 404:
+                if time.monotonic() > deadline:
+                    raise ServiceError(
+                        f"airflow: {dag_id} is not parsed after {timeout:.0f} s; see the DAG "
+                        "processor's log (make status)"
+                    )
+                time.sleep(2)
+            reply = session.patch(f"{api}/dags/{dag_id}", json={"is_paused": False}, timeout=30)
+            if reply.status_code != 200:
+                raise ServiceError(f"airflow: cannot unpause {dag_id}: {reply.text[:300]}")
+            print(f"    {dag_id}: unpaused")
 
     def _migrate(self, env: dict[str, str]) -> None:
         print("    preparing Airflow's metadata database (airflow db migrate)", flush=True)

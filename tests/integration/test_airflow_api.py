@@ -71,3 +71,19 @@ def test_platform_health_run_succeeds(api: Api, unpaused_dag: None) -> None:
     assert states == dict.fromkeys(TASK_IDS, "success"), report
     for task, line in TASK_IDS.items():
         assert line in logs[task], f"{task} did not log its result line:\n{tail(logs[task])}"
+
+
+def test_the_demo_unpauses_the_chain_as_the_admin(api: Api) -> None:
+    """`make demo` ends with `python -m infra.services chain`: the chain's DAGs unpaused
+    through the API. Shown here on a DAG that runs only when triggered (unpausing the chain
+    itself would start the stream and an hourly run in the tests' Airflow), put back after."""
+    from infra.services.__main__ import unpause_chain
+
+    dag_id = "promote_version"
+    wait_parsed(api, dag_id)
+    before = api.call("GET", f"/dags/{dag_id}").json()["is_paused"]
+    try:
+        unpause_chain([dag_id])
+        assert api.call("GET", f"/dags/{dag_id}").json()["is_paused"] is False
+    finally:
+        api.call("PATCH", f"/dags/{dag_id}", json={"is_paused": before})
