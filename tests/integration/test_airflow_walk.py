@@ -82,13 +82,15 @@ def test_a_new_user_runs_the_platform_from_the_airflow_ui(
     version: str,
 ) -> None:
     settings = services_settings
-    # The platform has been running: events in the log, and the live stream over them (in this
-    # process, in micro-batches, so the view has a history to chart).
-    since = datetime.now(UTC) - timedelta(minutes=20)
-    events = list(generate_events(400, seed=random.randint(1, 10**9), start=since))
+    # The platform has been running: events of the last hour in the log (about a second
+    # apart, so the newest are half an hour old and the windows before the watermark are
+    # final, to be compared), and the live stream over them, in this process, in
+    # micro-batches, so the view has a history to chart.
+    since = datetime.now(UTC) - timedelta(hours=1)
+    events = list(generate_events(1200, seed=random.randint(1, 10**9), start=since))
     assert produce_json(settings, events) == len(events)
     start_query(
-        spark, settings, SpeedOutputs.live(), available_now=True, max_offsets_per_trigger=150
+        spark, settings, SpeedOutputs.live(), available_now=True, max_offsets_per_trigger=400
     ).awaitTermination()
 
     airflow = settings.airflow
