@@ -18,7 +18,7 @@ import sys
 from datetime import UTC, datetime
 
 from jobs.arguments import OneLineParser, iso_moment
-from jobs.contract import Exit, result_line
+from jobs.contract import Exit, exit_with, result_line
 from lakehouse.batch.recompute import Interval, IntervalError, NoDataError, recompute_interval
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
@@ -84,4 +84,4 @@ def main(argv: list[str]) -> Exit:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_with(main(sys.argv[1:]))

@@ -24,7 +24,7 @@ from jobs.arguments import (
     iso_moment,
     positive_int,
 )
-from jobs.contract import Exit
+from jobs.contract import Exit, exit_with
 from lakehouse.core.config import ConfigError, Settings, get_settings
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.spark import SparkSetupError, get_spark
@@ -237,4 +237,4 @@ def main(argv: list[str]) -> Exit:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_with(main(sys.argv[1:]))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from enum import IntEnum, unique
-from typing import Any
+from typing import Any, NoReturn
 
 
 @unique
@@ -54,3 +54,20 @@ def describe(status: int) -> str:
         return f"{status} ({Exit(status).name.lower().replace('_', ' ')})"
     except ValueError:
         return f"{status} (not a status of the contract: a crash or a signal)"
+
+
+def exit_with(status: int) -> NoReturn:
+    """End a job's process with `status` once its output is flushed, without Python's final
+    teardown. Native thread pools (Arrow's, under delta-rs) can abort the interpreter while it
+    tears down (SIGABRT, "terminate called without an active exception"), after the job's work
+    and its result line are done: the caller would read a crash. Nothing is left to tear down
+    that matters: every write has committed, locks are released, and Spark's JVM ends when
+    its stdin closes with this process."""
+    import logging
+    import os
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    logging.shutdown()
+    os._exit(int(status))

@@ -17,7 +17,7 @@ import random
 import sys
 
 from jobs.arguments import OneLineParser, say
-from jobs.contract import Exit
+from jobs.contract import Exit, exit_with
 from lakehouse.core.config import DEFAULT_PROFILE, PROFILE_ENV, ConfigError, Settings, get_settings
 from lakehouse.core.kafka_io import KafkaUnavailableError
 from lakehouse.core.locks import WriterBusyError
@@ -135,4 +135,4 @@ def main(argv: list[str]) -> Exit:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_with(main(sys.argv[1:]))

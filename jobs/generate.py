@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.arguments import OneLineParser, fraction, positive_float, positive_int
-from jobs.contract import Exit
+from jobs.contract import Exit, exit_with
 from lakehouse.core.config import ConfigError, Settings, get_settings
 from lakehouse.core.kafka_io import KafkaUnavailableError
 from lakehouse.core.paths import state_dir
@@ -224,4 +224,4 @@ def main(argv: list[str]) -> Exit:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_with(main(sys.argv[1:]))

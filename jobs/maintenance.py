@@ -19,7 +19,7 @@ import sys
 import time
 
 from jobs.arguments import OneLineParser
-from jobs.contract import Exit, result_line
+from jobs.contract import Exit, exit_with, result_line
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.spark import SparkSetupError, get_spark
 from lakehouse.core.storage import StorageError, ensure_bucket
@@ -74,4 +74,4 @@ def main(argv: list[str]) -> Exit:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_with(main(sys.argv[1:]))

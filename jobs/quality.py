@@ -41,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from jobs.arguments import OneLineParser, iso_moment, say
-from jobs.contract import Exit, result_line
+from jobs.contract import Exit, exit_with, result_line
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError
 from lakehouse.core.spark import SparkSetupError
@@ -158,4 +158,4 @@ def main(argv: list[str]) -> Exit:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_with(main(sys.argv[1:]))

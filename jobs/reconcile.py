@@ -27,7 +27,7 @@ import sys
 from datetime import UTC, datetime
 
 from jobs.arguments import OneLineParser, add_comparison_arguments, say
-from jobs.contract import Exit, result_line
+from jobs.contract import Exit, exit_with, result_line
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError
 from lakehouse.core.spark import SparkSetupError
@@ -91,4 +91,4 @@ def main(argv: list[str]) -> Exit:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_with(main(sys.argv[1:]))

@@ -37,7 +37,7 @@ import sys
 from datetime import UTC, datetime
 
 from jobs.arguments import OneLineParser, iso_moment, say
-from jobs.contract import Exit, result_line
+from jobs.contract import Exit, exit_with, result_line
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.kafka_io import KafkaUnavailableError
 from lakehouse.core.kafka_offsets import UnknownTopicError
@@ -149,4 +149,4 @@ def _check_continuation(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_with(main(sys.argv[1:]))

@@ -27,7 +27,7 @@ import argparse
 import sys
 
 from jobs.arguments import OneLineParser, say
-from jobs.contract import Exit, result_line
+from jobs.contract import Exit, exit_with, result_line
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.spark import SparkSetupError, get_spark
@@ -143,4 +143,4 @@ def main(argv: list[str]) -> Exit:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_with(main(sys.argv[1:]))

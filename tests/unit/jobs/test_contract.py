@@ -52,3 +52,23 @@ def test_reading_the_contract_imports_no_pyspark() -> None:
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_a_job_exits_with_its_status_and_its_output_flushed() -> None:
+    """exit_with skips Python's teardown (native thread pools can abort it after the work is
+    done) but not the job's last lines: they are flushed first, logging included."""
+    import subprocess
+    import sys
+
+    from lakehouse.core.paths import REPO_ROOT
+
+    code = (
+        "import logging, sys; from jobs.contract import exit_with; "
+        "logging.basicConfig(stream=sys.stderr); print('result line', end=''); "
+        "logging.getLogger('t').warning('logged'); exit_with(4)"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert ran.returncode == 4
+    assert ran.stdout == "result line" and "logged" in ran.stderr
