@@ -43,7 +43,8 @@ keeps running untouched. Progress (records done / total, rate) is in the `replay
 
 Before it starts, a **retention guard** checks the log still holds the start. Bad parameters
 fail at once with the reason and change nothing. Promote or roll back later with the
-`promote_version` and `rollback_version` DAGs; list versions with `python -m jobs.versions list`.
+`promote_version` and `rollback_version` DAGs; the **Tributary** view (in the navigation
+bar) lists the versions and says what promoting each would change.
 
 **Schedule**: daily. In `kappa` mode (config `mode`, or the Mode field for one run) the
 scheduled run is the recomputation, a replay of the **recent log**: it extends the active

@@ -314,7 +314,10 @@ def run_replay(
             "it)"
         )
     else:
-        say(f"==> promote it with `python -m jobs.versions promote {version}`")
+        say(
+            f"==> promote it with the promote_version DAG (or `python -m jobs.versions "
+            f"promote {version}`)"
+        )
     result = {
         "version": version,
         **summary,

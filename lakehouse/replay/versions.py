@@ -242,8 +242,8 @@ def unserved_note(version: str, since: datetime | None, now: datetime) -> str:
         when = f" ({since:%Y-%m-%d %H:%M} UTC, {(now - since) / timedelta(hours=1):.0f} h ago)"
     note = (
         f"serving reads {version} as its last passed gate saw it{when}: what "
-        f"was written since is not served (`python -m jobs.versions promote {version}` checks "
-        "it again)"
+        f"was written since is not served (the promote_version DAG, or `python -m jobs.versions "
+        f"promote {version}`, checks it again)"
     )
     if since is not None and now - since > STALE_PINS:
         note += (
