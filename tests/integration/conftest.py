@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
-from lakehouse.core.config import Settings
+from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.kafka_io import ensure_topic
 from tests.integration.airflow_client import Api, login
 from tests.integration.browser import Browser, start_browser
+
+
+@pytest.fixture(scope="session")
+def services_settings() -> Settings:
+    """What the Airflow services use (their tasks' settings): this process's environment,
+    without the overrides a test's own settings add."""
+    return load_settings(environ=dict(os.environ))
 
 
 @pytest.fixture(scope="module")

@@ -134,26 +134,17 @@ def test_the_data_docs_render_offline_from_the_local_assets(
 
 
 def render_data_docs(site: Path) -> list[Path]:
-    """GX's Data Docs of one small validation (pandas, no Spark): the index, the suite's page
-    and the validation's page, one of each kind GX renders."""
+    """GX's Data Docs of one small validation (pandas, no Spark), in a site configured as the
+    platform's (lakehouse.quality.validate): the index, the suite's page and the validation's
+    page, one of each kind GX renders."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
     import pandas as pd
     from great_expectations.checkpoint import UpdateDataDocsAction
-    from great_expectations.data_context.types.base import (
-        DataContextConfig,
-        InMemoryStoreBackendDefaults,
-        ProgressBarsConfig,
-    )
 
-    config = DataContextConfig(
-        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
-        analytics_enabled=False,
-        progress_bars=ProgressBarsConfig(globally=False, metric_calculations=False),
-    )
-    backend = {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(site)}
-    config.data_docs_sites = {"site": {"class_name": "SiteBuilder", "store_backend": backend}}
-    context = gx.get_context(mode="ephemeral", project_config=config)
+    from lakehouse.quality.validate import SITE, _context
+
+    context = _context(site)  # the platform's own site: its index, its stores
     batch = (
         context.data_sources.add_pandas("frame")
         .add_dataframe_asset("events")
@@ -164,7 +155,7 @@ def render_data_docs(site: Path) -> list[Path]:
     definition = context.validation_definitions.add(
         gx.ValidationDefinition(name="offline", data=batch, suite=suite)
     )
-    docs = UpdateDataDocsAction(name="docs", site_names=["site"])
+    docs = UpdateDataDocsAction(name="docs", site_names=[SITE])
     checkpoint = context.checkpoints.add(
         gx.Checkpoint(name="offline", validation_definitions=[definition], actions=[docs])
     )

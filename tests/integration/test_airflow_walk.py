@@ -11,7 +11,6 @@ pointer and versions are put back as they were afterwards."""
 
 from __future__ import annotations
 
-import os
 import random
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,7 +22,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.config import Settings
 from lakehouse.core.kafka_io import produce_json
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.tables import VERSIONS
@@ -48,12 +47,6 @@ if TYPE_CHECKING:
     from selenium.webdriver.remote.webelement import WebElement
 
 RUN_TIMEOUT = 600  # a replay or a promotion starts Spark inside its task, on a busy machine
-
-
-@pytest.fixture(scope="module")
-def services_settings() -> Settings:
-    """What the Airflow services use: the same environment, no test overrides."""
-    return load_settings(environ=dict(os.environ))
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ test_batch_layer.py.
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pytest
 
-from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table
 from lakehouse.core.kafka_offsets import end_offsets
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
@@ -63,12 +62,6 @@ class BatchRun:
     hour: datetime
     accepted: pd.DataFrame  # the ledger's events silver accepts
     run_id: str  # finished successfully
-
-
-@pytest.fixture(scope="module")
-def services_settings() -> Settings:
-    """What the Airflow services use: the same environment, no test overrides."""
-    return load_settings(environ=dict(os.environ))
 
 
 @pytest.fixture(scope="module")

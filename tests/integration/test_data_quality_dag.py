@@ -9,14 +9,11 @@ that earlier runs left). Either way the log links the Data Docs, which exist on 
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
-from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table
 from lakehouse.core.tables import table
 from lakehouse.core.times import from_micros
@@ -31,12 +28,6 @@ WHOLE_TABLE = "2000-01-01T00:00:00Z"
 BRONZE_COLUMNS = ["topic", "partition", "offset", "kafka_timestamp"]
 # lakehouse.quality.suites.bronze_events_raw_suite: its checks that count rows, and actions.
 BRONZE_WARN_CHECKS = {"key_not_null"}
-
-
-@pytest.fixture(scope="module")
-def services_settings() -> Settings:
-    """What the Airflow services use: the same environment, no test overrides."""
-    return load_settings(environ=dict(os.environ))
 
 
 def test_bronze_is_validated_and_the_data_docs_linked(

@@ -17,7 +17,6 @@ does not accumulate test versions. Nothing here promotes or rolls back the servi
 from __future__ import annotations
 
 import json
-import os
 import random
 import uuid
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.config import Settings
 from lakehouse.core.kafka_io import produce_json
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.tables import VERSIONS
@@ -39,12 +38,6 @@ if TYPE_CHECKING:
 
 DAG_ID = "kappa_replay"
 RUN_TIMEOUT = 600  # a real replay starts Spark (~20 s) inside the task, on a busy machine
-
-
-@pytest.fixture(scope="module")
-def services_settings() -> Settings:
-    """What the Airflow services use: the same environment, no test overrides."""
-    return load_settings(environ=dict(os.environ))
 
 
 @pytest.fixture
