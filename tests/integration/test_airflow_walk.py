@@ -124,9 +124,25 @@ def test_a_new_user_runs_the_platform_from_the_airflow_ui(
         _set(browser, form, "Dry run", ticked=False)
         fill_field(form, "Version", version)
 
-    _run_from_form(browser, api, airflow_up, "kappa_replay", real_run, "success")
-    versions = {v.version: v for v in list_versions(settings)}
-    assert versions[version].status == "caught_up", versions.get(version)
+    run_id = _run_from_form(browser, api, airflow_up, "kappa_replay", real_run, "success")
+    tis = af.expect_json(api.call("GET", f"/dags/kappa_replay/dagRuns/{run_id}/taskInstances"), 200)
+    states = af.task_states(tis["task_instances"])
+    assert states == {"replay": "success", "announce": "success", "promote": "skipped"}, states
+    logs = af.task_logs(api, "kappa_replay", run_id, tis["task_instances"])
+    assert "auto-promote is off" in logs["promote"], logs["promote"]
+    [info] = [v for v in list_versions(settings) if v.version == version]
+    assert info.status == "caught_up" and (info.records or 0) >= len(events), info
+    assert not info.active and info.by.startswith("airflow:kappa_replay/"), info
+    # Announced on the asset the reconcile DAG listens to.
+    [event] = af.expect_json(
+        api.call(
+            "GET",
+            "/assets/events",
+            params={"source_dag_id": "kappa_replay", "source_run_id": run_id},
+        ),
+        200,
+    )["asset_events"]
+    assert (event["uri"], event["extra"]) == ("tributary://replay/versions", {"version": version})
 
     # What promoting it changes, read in the view before the click; then the promotion (with
     # Force: in lambda mode its gate compares it with a batch run these hours never had).

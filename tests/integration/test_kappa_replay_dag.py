@@ -1,8 +1,8 @@
 """The kappa DAGs run for real by the running Airflow, against the services' Kafka `events`
-topic and lakehouse (the local profile, as the services use it): kappa_replay through the REST
-API (a real replay from a timestamp) and parameters the API refuses (a dry run from its
-trigger form, in headless Chromium, is a step of test_airflow_walk); promote_version refusing
-a version that does not exist, with its reason.
+topic and lakehouse (the local profile, as the services use it): parameters the REST API
+refuses, and promote_version refusing a version that does not exist, with its reason. A dry run
+and a real replay from kappa_replay's trigger form, announced and then promoted, are steps of
+test_airflow_walk.
 
 One real run per DAG: the paths a task decides (combinations only jobs.replay can refuse,
 what promote and announce do with a dry run or an extension, batch_layer doing nothing in
@@ -17,19 +17,13 @@ does not accumulate test versions. Nothing here promotes or rolls back the servi
 from __future__ import annotations
 
 import json
-import random
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from lakehouse.core.config import Settings
-from lakehouse.core.kafka_io import produce_json
-from lakehouse.core.locks import exclusive_writer
-from lakehouse.core.tables import VERSIONS
-from lakehouse.generator.clickstream import generate_events
 from lakehouse.replay.versions import VersionInfo, list_versions, pointer_history
 from tests.integration import airflow_client as af
 
@@ -38,75 +32,6 @@ if TYPE_CHECKING:
 
 DAG_ID = "kappa_replay"
 RUN_TIMEOUT = 600  # a real replay starts Spark (~20 s) inside the task, on a busy machine
-
-
-@pytest.fixture
-def version(spark: SparkSession, services_settings: Settings) -> Iterator[str]:
-    """A new version name; the version is removed afterwards if a run recorded it."""
-    name = f"t{uuid.uuid4().hex[:8]}"
-    yield name
-    info = _versions(spark, services_settings).get(name)
-    if info is not None and info.status != "removed":
-        from lakehouse.replay.promotion import remove
-
-        with exclusive_writer(services_settings, VERSIONS, wait_seconds=60):
-            remove(spark, services_settings, name)
-        assert _versions(spark, services_settings)[name].status == "removed"
-
-
-# --- kappa_replay through the REST API ------------------------------------------------------
-
-
-def test_a_replay_from_a_timestamp_writes_a_caught_up_version(
-    api: af.Api,
-    spark: SparkSession,
-    services_settings: Settings,
-    version: str,
-    kafka_up: str,
-    promotion_refused: str,
-) -> None:
-    """(promotion_refused: promote_version's run goes meanwhile, in a worker of its own.)"""
-    af.wait_parsed(api, DAG_ID)
-    since = datetime.now(UTC) - timedelta(minutes=3)
-    events = list(
-        generate_events(30, seed=random.randint(1, 10**9), start=since + timedelta(minutes=1))
-    )
-    assert produce_json(services_settings, events) == 30
-    conf = {
-        "start": "timestamp",
-        "timestamp": since.isoformat(),
-        "version": version,
-        "dry_run": False,
-        "auto_promote": False,
-        "force": False,
-        "mode": None,
-    }
-    run, tis, logs = _run(api, DAG_ID, conf)
-    assert run["state"] == "success", af.tasks_report(tis, logs, lines=60)
-    assert af.task_states(tis) == {"replay": "success", "announce": "success", "promote": "skipped"}
-    replay_log = logs["replay"]
-    assert f"replay {version}: " in replay_log and "records (" in replay_log, replay_log
-    assert f"replay {version} caught up" in replay_log, replay_log
-    assert "auto-promote is off" in logs["promote"], logs["promote"]
-    summary = _xcom(api, DAG_ID, run["dag_run_id"], "replay")
-    assert summary["version"] == version and summary["records"] >= 30, summary
-
-    info = _versions(spark, services_settings)[version]
-    assert info.status == "caught_up", info
-    assert info.records is not None and info.records >= 30, info
-    assert info.start.startswith("timestamp "), info
-    assert not info.active and info.by.startswith(f"airflow:{DAG_ID}/"), info
-    # The version is announced on the asset the reconcile DAG listens to.
-    [event] = af.expect_json(
-        api.call(
-            "GET",
-            "/assets/events",
-            params={"source_dag_id": DAG_ID, "source_run_id": run["dag_run_id"]},
-        ),
-        200,
-    )["asset_events"]
-    assert event["uri"] == "tributary://replay/versions", event
-    assert event["extra"] == {"version": version}, event
 
 
 @pytest.mark.parametrize(
