@@ -43,10 +43,10 @@ async def overview_page() -> str:
 async def dq_file(relative: str) -> Response:
     """A file under the state folder's dq/ (a reconciliation report, the Data Docs); an HTML
     page with its CDN URLs pointed at /tributary/assets/."""
-    from lakehouse.core.paths import state_dir
+    from lakehouse.core.paths import dq_dir
     from lakehouse.quality.offline_assets import rewrite
 
-    wanted = _inside(state_dir() / "dq", relative, "report")
+    wanted = _inside(dq_dir(), relative, "report")
     if wanted.suffix.lower() != ".html":
         return FileResponse(wanted)
     page = await asyncio.to_thread(wanted.read_text, encoding="utf-8", errors="replace")

@@ -9,7 +9,6 @@ Tributary view, which serves the state folder's dq/ behind Airflow's login.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,9 @@ log = logging.getLogger("tributary.dags.results")
 
 
 def _dq_root() -> Path:
-    from lakehouse.core.paths import state_dir
+    from lakehouse.core.paths import dq_dir
 
-    return (state_dir() / "dq").resolve()
+    return dq_dir().resolve()
 
 
 def results_url(path: str | Path) -> str:
@@ -46,8 +45,9 @@ def link_results(context: Mapping[str, Any], what: str, url: str) -> None:
 
 def save_plan(context: Mapping[str, Any], lines: list[str]) -> str:
     """A dry run's plan, as its job printed it, kept as a page of its own; its URL."""
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(context["run_id"]))
-    path = _dq_root() / "plans" / f"{name}.txt"
+    from lakehouse.core.paths import run_file_name
+
+    path = _dq_root() / "plans" / f"{run_file_name(str(context['run_id']))}.txt"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return results_url(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,6 +19,17 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     """Downloads and builds shared by every clone on this machine (venv, jars, binaries)."""
     env = os.environ if env is None else env
     return Path(env.get(CACHE_ENV) or Path.home() / ".cache" / "tributary").expanduser()
+
+
+def dq_dir(env: Mapping[str, str] | None = None) -> Path:
+    """What the quality checks and reconciliations publish for people to open (reports,
+    Data Docs, replay plans), served by the Tributary view."""
+    return state_dir(env) / "dq"
+
+
+def run_file_name(run_id: str) -> str:
+    """A run's id as a file name: the characters a file name cannot hold become '_'."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -20,7 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.core.paths import state_dir
+from lakehouse.core.paths import dq_dir
 from lakehouse.quality.suites import (
     Action,
     Check,
@@ -328,7 +328,7 @@ def validate_dataframe(
 
 def default_docs_dir() -> Path:
     """Where Data Docs go unless the caller says otherwise: {state}/dq/data_docs."""
-    return state_dir() / "dq" / "data_docs"
+    return dq_dir() / "data_docs"
 
 
 def _routed(result: SuiteResult) -> list[Check]:

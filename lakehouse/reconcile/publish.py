@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakehouse.core.paths import state_dir
+from lakehouse.core.paths import dq_dir, run_file_name
 from lakehouse.reconcile.gate import GateVerdict
 from lakehouse.reconcile.records import write_records
 from lakehouse.reconcile.report import write_report
@@ -19,9 +18,8 @@ if TYPE_CHECKING:
 
 
 def report_path(run_id: str) -> Path:
-    """{state}/dq/reports/<run id>.html; characters a file name cannot hold become '_'."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
-    return state_dir() / "dq" / "reports" / f"{safe}.html"
+    """{state}/dq/reports/<run id>.html."""
+    return dq_dir() / "reports" / f"{run_file_name(run_id)}.html"
 
 
 def publish(
