@@ -6,6 +6,9 @@ SHELL := /bin/bash
 
 PY      := .venv/bin/python
 RECORD  := .state/started-by-test
+# The background start of the test services: its output, then its exit status.
+STARTING_LOG := .state/test-services-start.log
+STARTED := .state/test-services-start.status
 # The tests' own services: own ports and state folder, beside any `make up` started.
 TEST_ENV := $(PY) -m infra.test_env
 # Test workers, each with its own Spark driver; a module runs whole on one of them, and the
@@ -13,7 +16,8 @@ TEST_ENV := $(PY) -m infra.test_env
 TEST_WORKERS ?= 2
 PYTEST  := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 LINT    := .venv/bin/ruff check . && .venv/bin/ruff format --check .
-TYPES   := .venv/bin/mypy
+# Its cache outside the clone, as every build's: a fresh clone type-checks from it.
+TYPES   := MYPY_CACHE_DIR=$${TRIBUTARY_CACHE:-$$HOME/.cache/tributary}/mypy .venv/bin/mypy
 
 .PHONY: help setup up down status airflow demo generate speed batch query compare migrate-bronze test test-fast test-up test-down clean-bench compose-env lint typecheck lock
 
@@ -57,14 +61,18 @@ migrate-bronze: setup  ## rewrite bronze tables with string key/value as bytes, 
 compare: setup  ## reconcile two sources window by window: make compare ARGS="--left batch --right speed"
 	@$(PY) -m jobs.cli compare $(ARGS)
 
-test: setup  ## lint, types and every test against services of its own (ports +10000), started (while the linters run) and then stopped
-	@mkdir -p .state && rm -f $(RECORD)
+test: setup  ## lint, types and every test against services of its own (ports +10000), started beside the linters and the first tests, and then stopped
+	@mkdir -p .state && rm -f $(RECORD) $(STARTED)
 	@$(TEST_ENV) --fresh
+	@echo "==> test services: starting in the background (log: $(STARTING_LOG)); a test that needs one waits for it"
 	@status=0; \
-	$(TEST_ENV) $(PY) -m infra.services up --record $(RECORD) & services=$$!; \
+	{ $(TEST_ENV) $(PY) -m infra.services up --record $(RECORD) > $(STARTING_LOG) 2>&1; echo $$? > $(STARTED); } & services=$$!; \
 	{ $(LINT) && $(TYPES); } || status=$$?; \
-	wait $$services || status=$$?; \
-	if [ $$status -eq 0 ]; then $(PYTEST) || status=$$?; fi; \
+	if [ $$status -eq 0 ]; then \
+		TRIBUTARY_TEST_SERVICES_RECORD=$(RECORD) TRIBUTARY_TEST_SERVICES_ENDED=$(STARTED) $(PYTEST) || status=$$?; \
+	fi; \
+	wait $$services; cat $(STARTING_LOG); \
+	started=$$(cat $(STARTED)); [ "$$started" = 0 ] || { echo "the test services did not start: see above"; status=1; }; \
 	$(TEST_ENV) $(PY) -m infra.services down --only-recorded $(RECORD) || true; \
 	exit $$status
 

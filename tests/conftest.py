@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,8 +64,27 @@ def local_settings(tmp_path: Path) -> Settings:
     )
 
 
-def require(reachable: bool, service: str, where: str) -> str:
-    if not reachable:
+# `make test` starts the services while the first tests run. It names two files: the record,
+# which lists each service once it is up, and the start's exit status, written when it ends.
+STARTING_RECORD = "TRIBUTARY_TEST_SERVICES_RECORD"
+START_ENDED = "TRIBUTARY_TEST_SERVICES_ENDED"
+
+
+def wait_for_start(name: str) -> None:
+    """While `make test` is still starting the services, wait until this one is up or the start
+    has ended (whatever its outcome: the caller then finds the service reachable or not)."""
+    record, ended = os.environ.get(STARTING_RECORD), os.environ.get(START_ENDED)
+    if not record or not ended:
+        return
+    while not Path(ended).exists():
+        if Path(record).exists() and name in Path(record).read_text().split():
+            return
+        time.sleep(0.5)
+
+
+def require(name: str, reachable: Callable[[], bool], service: str, where: str) -> str:
+    wait_for_start(name)
+    if not reachable():
         pytest.fail(
             f"{service} is not reachable at {where}: `make test` starts the test services "
             "and stops them after; `make test-up` starts them and leaves them running"
@@ -80,19 +100,19 @@ def kafka_reachable(settings: Settings) -> bool:
 @pytest.fixture(scope="session")
 def kafka_up(minio_settings: Settings) -> str:
     servers = minio_settings.kafka.bootstrap_servers
-    return require(kafka_reachable(minio_settings), "Kafka", servers)
+    return require("kafka", lambda: kafka_reachable(minio_settings), "Kafka", servers)
 
 
 @pytest.fixture(scope="session")
 def minio_up(minio_settings: Settings) -> str:
     endpoint = minio_settings.s3.endpoint
-    return require(http_ok(f"{endpoint}/minio/health/live"), "MinIO", endpoint)
+    return require("minio", lambda: http_ok(f"{endpoint}/minio/health/live"), "MinIO", endpoint)
 
 
 @pytest.fixture(scope="session")
 def airflow_up(minio_settings: Settings) -> str:
     url = minio_settings.airflow.url
-    return require(http_ok(f"{url}/api/v2/monitor/health"), "Airflow", url)
+    return require("airflow", lambda: http_ok(f"{url}/api/v2/monitor/health"), "Airflow", url)
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,9 @@
 """The speed layer's process under test: kill -9 it in the middle of a micro-batch and restart
 it, and the final tables equal those of an uninterrupted run over the same log; stop it
 gracefully (SIGTERM, or its stop file) behind a backlog, and it stops after the running batch;
-start a second one, and it is refused. Only the processes under test (killed, signalled,
-stopped by file) are processes of their own; the uninterrupted reference, the restart after the
-kill and draining the rest of a log run in this process."""
+start a second one, and it is refused. Only the processes under test (killed, signalled) are
+processes of their own; the uninterrupted reference, the restart after the kill and the stop by
+file run in this process."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
@@ -187,14 +190,14 @@ def test_kill_minus_nine_and_restart_changes_no_result(
 
 
 def test_a_graceful_stop_behind_a_backlog_comes_after_the_running_batch(
-    kafka_up: str, tmp_path: Path, spark: SparkSession
+    kafka_up: str, tmp_path: Path, spark: SparkSession, run_job_here: RunJob
 ) -> None:
     """Behind a backlog one batch starts as soon as another commits: a stop asked from outside
-    (SIGTERM, then the stop file, each to a process of its own: the process's signal handler
-    and its watch of the file are what is tested) must still come after the running batch,
-    not once the log is drained, end the process with status 0, and lose nothing. A backlog
-    of twelve small batches is enough: a stop that waited for the backlog would commit all
-    twelve, one that did not commits at most the running batch and the next."""
+    (SIGTERM to a process of its own, whose signal handler is what is tested; then the stop
+    file, to the job run in this process, whose watch of the file is) must still come after
+    the running batch, not once the log is drained, end the job with status 0, and lose or
+    repeat nothing. A backlog of twelve small batches is enough: a stop that waited for the backlog
+    would commit all twelve, one that did not commits at most the running batch and the next."""
     topic = new_topic("backlog-stop")
     per_batch = 50
     env = {**job_env(tmp_path, topic), "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": str(per_batch)}
@@ -204,34 +207,58 @@ def test_a_graceful_stop_behind_a_backlog_comes_after_the_running_batch(
     produce(settings, cfg, tmp_path / "ledger.jsonl", topic=topic)
     backlog_batches = cfg.count // per_batch
     stop_file = tmp_path / "stop"
-    for how in ("sigterm", "stop_file"):
-        log = tmp_path / f"{how}.log"
-        proc = start_continuous(env, log, stop_file)
-        before = committed_batches(settings)
-        try:
-            wait_for(lambda before=before: committed_batches(settings) > before, proc)
-            if how == "sigterm":
-                proc.send_signal(signal.SIGTERM)
-            else:
-                stop_file.touch()
-            at_request = committed_batches(settings)
-            assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        assert "speed layer stopped" in log.read_text(), how
+
+    def stops_behind_the_backlog(how: str, before: int, at_request: int) -> None:
         # The batch running at the request, and one more if it committed as the request came.
         assert at_request > before, f"{how}: the stop must come behind the backlog"
         assert committed_batches(settings) <= at_request + 2 < backlog_batches, how
 
-    # The rest of the log, not under test, in this process and in one batch.
-    start_query(
-        spark, settings, OUT, available_now=True, max_offsets_per_trigger=cfg.count
-    ).awaitTermination()
+    log = tmp_path / "sigterm.log"
+    proc = start_continuous(env, log, stop_file)
+    before = committed_batches(settings)
+    try:
+        wait_for(lambda: committed_batches(settings) > before, proc)
+        proc.send_signal(signal.SIGTERM)
+        at_request = committed_batches(settings)
+        assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert "speed layer stopped" in log.read_text()
+    stops_behind_the_backlog("sigterm", before, at_request)
+
+    before = committed_batches(settings)
+    asked: list[int] = []
+
+    def ask_to_stop() -> None:
+        deadline = time.monotonic() + 240
+        while committed_batches(settings) <= before and time.monotonic() < deadline:
+            time.sleep(0.5)
+        stop_file.touch()
+        asked.append(committed_batches(settings))
+
+    asker = threading.Thread(target=ask_to_stop, daemon=True)
+    asker.start()
+    mine = {k: v for k, v in env.items() if k.startswith("TRIBUTARY")}
+    stopped = run_job_here("jobs.speed_layer", "--stop-file", str(stop_file), **mine)
+    asker.join()
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    assert "speed layer stopped" in stopped.stdout + stopped.stderr
+    stops_behind_the_backlog("stop_file", before, asked[0])
+
+    # Nothing lost or repeated across the two stops: raw holds each offset of every partition
+    # from the first up to where the last batch ended, once.
     assert OUT.raw is not None
     raw = spark.read.format("delta").load(OUT.raw.path(settings))
-    assert raw.count() == cfg.count == raw.select("partition", "offset").distinct().count()
+    per_partition = raw.groupBy("partition").agg(
+        F.count("*").alias("rows"),
+        F.countDistinct("offset").alias("offsets"),
+        F.min("offset").alias("first"),
+        F.max("offset").alias("last"),
+    )
+    for p in per_partition.collect():
+        assert p["rows"] == p["offsets"] == p["last"] + 1 and p["first"] == 0, p
 
 
 def test_a_second_writer_is_refused_with_the_holders_pid(
