@@ -3,7 +3,8 @@ Airflow, as issue 29 asks: log in; open the Tributary view and see the versions 
 stream's health charts; trigger a dry-run replay and open its plan from the run; run a real
 replay; read in the view what promoting it will change, then promote it; open the
 reconciliation report from a reconcile run; open the Data Docs, offline, from a data_quality
-run; trigger a run with a bad parameter and find its reason as the run's one ERROR line.
+run of bronze, whose verdict is checked against an independent count; trigger a run with a
+bad parameter and find its reason as the run's one ERROR line.
 
 The REST API only waits for runs and reads what no page shows (the log's levels). Every
 step's page is kept as a screenshot (tests/artifacts/screenshots/, walk_*). The services'
@@ -41,6 +42,7 @@ from tests.integration.browser import (
     wait_for,
 )
 from tests.integration.data_docs_page import PAGE_LOADED, assert_rendered_offline
+from tests.integration.quality_verdict import assert_bronze_verdict
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -171,12 +173,15 @@ def test_a_new_user_runs_the_platform_from_the_airflow_ui(
     assert "gate passed" in report and version in report, report[:2000]
     browser.screenshot("walk_5_reconciliation_report")
 
-    # The Data Docs of a data_quality run (bronze), offline: styles and scripts served locally.
+    # A data_quality run of bronze: its verdict, and its Data Docs, offline (styles and scripts
+    # served locally).
     def bronze(form: WebElement) -> None:
         _choose(form, "Layer", "bronze")
 
     run_id = _run_from_form(browser, api, airflow_up, "data_quality", bronze, None)
-    _results(browser, airflow_up, "data_quality", run_id, "validate")
+    docs = _results(browser, airflow_up, "data_quality", run_id, "validate")
+    assert "Data Docs" in docs, docs[:2000]
+    assert_bronze_verdict(api, spark, services_settings, run_id)
     assert_rendered_offline("index.html", browser.execute_async_script(PAGE_LOADED))
     browser.screenshot("walk_6_data_docs")
 
