@@ -46,6 +46,10 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
   (`airflow backfill create --dag-id batch_layer --from-date ... --to-date ...`, or the
   API). An interval without events is skipped (nothing written); a reversed or future one
   fails at once with the reason.
+- **Run twice** (a triggered run beside the scheduled one, a backfill over hours done
+  already): an interval whose last run still stands (nothing within its reach appended to
+  bronze since, every view final) is skipped with the run it stands on; tick *Force* to
+  recompute it anyway.
 - **Kappa mode** (config `mode: kappa`, or the Mode field for one run): runs do nothing and
   say so in the log; the `kappa_replay` DAG's scheduled replay is the recomputation instead.
 """
@@ -82,6 +86,14 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
             title="End (UTC)",
             description="Empty: the end of the Data Interval (above). Else the end, exclusive",
         ),
+        "force": Param(
+            False,
+            type="boolean",
+            title="Force",
+            description="Recompute even if the interval's last run still stands (nothing "
+            "within its reach appended to bronze since): after changing the views' code or "
+            "the lateness settings",
+        ),
         "mode": mode_param("this run does nothing: there is no batch layer"),
     },
 )
@@ -110,13 +122,15 @@ def recompute_run_interval(context: Mapping[str, Any], run: RunJob | None = None
             "instead); set mode: lambda in config/ to bring the batch layer back"
         )
     start, end = _interval(context)
+    force = ["--force"] if context["params"].get("force") else []
     outcome = (run or run_job)(
         "jobs.batch_layer",
-        ["--start", start, "--end", end, "--run-id", context["run_id"]],
+        ["--start", start, "--end", end, "--run-id", context["run_id"], *force],
         on_line=log.info,
     )
     if outcome.returncode == Exit.NOTHING_TO_DO:
-        raise AirflowSkipException(f"no events in [{start}, {end}): nothing to recompute")
+        # No events in the interval, or its last run stands: the job's line says which.
+        raise AirflowSkipException(outcome.reason())
     if outcome.returncode == Exit.BAD_REQUEST:
         raise outcome.refusal(f"bad interval [{start}, {end})")
     summary = outcome.summary("batch")

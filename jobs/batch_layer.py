@@ -4,11 +4,15 @@
 
 Overwrites exactly the interval's rows of batch.event_counts_1m, batch.active_users_10m and
 batch.user_sessions, then records the run in ops.batch_runs. Rerunning an interval changes
-nothing; intervals never touch each other's rows. Times are UTC (a time without a zone is
+nothing; intervals never touch each other's rows. An interval whose last run still stands
+(no event within its reach appended to bronze since, every view final) is not recomputed
+again, and the job says so; --force recomputes it anyway (after changing the views' code or
+the lateness settings). Times are UTC (a time without a zone is
 taken as UTC) and must be whole minutes.
 
 Exit status (jobs.contract): 0 done, 1 cannot run (config, storage, another batch writer),
-2 bad interval, 3 nothing to recompute (no events in the interval; nothing written).
+2 bad interval, 3 nothing to recompute (no events in the interval, or its last run stands;
+nothing written).
 """
 
 from __future__ import annotations
@@ -44,6 +48,11 @@ def main(argv: list[str]) -> Exit:
     parser.add_argument(
         "--run-id", help="the run's identity in ops.batch_runs (Airflow passes its run id)"
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="recompute even if the interval's last run still stands",
+    )
     args = parser.parse_args(argv)
     now = datetime.now(UTC)
     try:
@@ -59,7 +68,7 @@ def main(argv: list[str]) -> Exit:
         print(f"==> batch layer: recomputing {interval} (run {run_id})", flush=True)
         with exclusive_writer(settings, BATCH, wait_seconds=LOCK_WAIT_SECONDS):
             spark = get_spark(BATCH, settings)
-            run = recompute_interval(spark, settings, interval, run_id)
+            run = recompute_interval(spark, settings, interval, run_id, args.force)
     except NoDataError as err:
         print(f"batch layer: {err}", file=sys.stderr)
         return Exit.NOTHING_TO_DO

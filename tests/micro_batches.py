@@ -19,19 +19,18 @@ def query_checkpoint(folder: Path, query_id: str) -> Path:
 
 def kafka_records(spark, events: list[tuple[str, dict]], first_offset: int):
     """(key, event) pairs as records of partition 0 of the `events` topic, from `first_offset`."""
+    return raw_kafka_records(
+        spark, [(key.encode(), json.dumps(event).encode()) for key, event in events], first_offset
+    )
+
+
+def raw_kafka_records(spark, records: list[tuple[bytes, bytes]], first_offset: int):
+    """(key, value) bytes as records of partition 0 of the `events` topic, from `first_offset`."""
     return rows_frame(
         spark,
         [
-            (
-                key.encode(),
-                json.dumps(event).encode(),
-                "events",
-                0,
-                first_offset + i,
-                datetime.now(),
-                0,
-            )
-            for i, (key, event) in enumerate(events)
+            (key, value, "events", 0, first_offset + i, datetime.now(), 0)
+            for i, (key, value) in enumerate(records)
         ],
         "key binary, value binary, topic string, partition int, offset long, "
         "timestamp timestamp, timestampType int",

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 from lakehouse.core.delta_io import (
@@ -46,6 +47,8 @@ FIRST_DELIVERIES = table("batch.first_deliveries")
 REDELIVERIES = table("batch.redeliveries")
 POSITION = ("kafka_partition", "kafka_offset")
 BRONZE = table("bronze.events_raw")
+# The Delta stream source's error when a commit it reads changed rows instead of adding them.
+BRONZE_REWRITTEN = "DELTA_SOURCE_TABLE_IGNORE_CHANGES"
 
 
 def first_by_arrival(deliveries: DataFrame) -> DataFrame:
@@ -112,9 +115,24 @@ def update_first_deliveries(spark: SparkSession, settings: Settings) -> None:
     if _exists(spark, settings) and not table_exists(spark, REDELIVERIES, settings):
         # Listed by a release that kept no redeliveries: both are derived from bronze alone,
         # so they are rebuilt from its start.
-        delete_folder(spark, FIRST_DELIVERIES.path(settings))
-        delete_folder(spark, FIRST_DELIVERIES.checkpoint(f"from-{BRONZE.name}", settings))
-    each_new_chunk(spark, BRONZE, settings, FIRST_DELIVERIES, add)
+        _forget(spark, settings)
+    try:
+        each_new_chunk(spark, BRONZE, settings, FIRST_DELIVERIES, add)
+    except StreamingQueryException as err:
+        if BRONZE_REWRITTEN not in str(err):
+            raise
+        # Bronze was rewritten, not appended to (migrate-bronze): rebuilt from its start too.
+        _forget(spark, settings)
+        each_new_chunk(spark, BRONZE, settings, FIRST_DELIVERIES, add)
+
+
+def _forget(spark: SparkSession, settings: Settings) -> None:
+    for folder in (
+        FIRST_DELIVERIES.path(settings),
+        REDELIVERIES.path(settings),
+        FIRST_DELIVERIES.checkpoint(f"from-{BRONZE.name}", settings),
+    ):
+        delete_folder(spark, folder)
 
 
 def _exists(spark: SparkSession, settings: Settings) -> bool:

@@ -27,6 +27,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from lakehouse.batch.first_deliveries import first_deliveries_from
+from lakehouse.batch.unchanged import unchanged_since_last_run
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
     append_once,
@@ -60,6 +61,10 @@ class IntervalError(ValueError):
 
 class NoDataError(Exception):
     """Nothing to recompute: no bronze table, or no event in the interval."""
+
+
+class IntervalUnchanged(NoDataError):
+    """Nothing to recompute: the interval's last run stands (lakehouse.batch.unchanged)."""
 
 
 @dataclass(frozen=True)
@@ -138,8 +143,9 @@ class BatchRun:
 
 
 def recompute_interval(
-    spark: SparkSession, settings: Settings, interval: Interval, run_id: str
+    spark: SparkSession, settings: Settings, interval: Interval, run_id: str, force: bool = False
 ) -> BatchRun:
+    """Recompute the interval, unless its last run stands (`force`: recompute it anyway)."""
     began = time.monotonic()
     started_at = datetime.now(UTC)
     bronze_version = table_version(spark, BRONZE, settings)
@@ -147,6 +153,9 @@ def recompute_interval(
         raise NoDataError(
             f"{BRONZE.name} does not exist yet: run the speed layer first (it writes bronze)"
         )
+    unchanged = None if force else unchanged_since_last_run(spark, settings, interval)
+    if unchanged is not None:
+        raise IntervalUnchanged(f"{interval} {unchanged}: nothing recomputed")
     # Parsing decodes bytes: string bronze from an older release is migrated first.
     require_bytes(spark, settings, [BRONZE])
     raw = read_table_at(spark, BRONZE, settings, bronze_version)

@@ -113,3 +113,23 @@ def test_a_reversed_interval_from_the_form_fails_with_the_reason(
     assert "empty or reversed" in caplog.text, caplog.text
     assert "empty or reversed" in str(refused.value)
     assert not (tmp_path / "lakehouse").exists()
+
+
+def test_nothing_to_recompute_skips_the_task_with_the_jobs_reason_and_force_is_passed_on(
+    batch: DagFile, jobs_here: RunJob
+) -> None:
+    """Exit 3 (nothing to do: no events, or the interval's last run stands, each with its own
+    line) skips the task with the job's line; the form's Force reaches the job."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    asked: list[list[str]] = []
+
+    def job(module: str, args: list[str], *rest: Any, **kw: Any) -> Any:
+        asked.append(args)
+        return jobs_here(module, args, *rest, **kw)
+
+    conf = {"start": "2026-01-01T10:00:00Z", "end": "2026-01-01T11:00:00Z", "force": True}
+    context = batch.context("recompute", conf)
+    with pytest.raises(AirflowSkipException, match="does not exist yet: run the speed layer"):
+        batch.module.recompute_run_interval(context, run=job)
+    assert asked and asked[0][-1] == "--force", asked
