@@ -35,6 +35,7 @@ from lakehouse.core.delta_io import (
     overwrite_where,
     read_table_at,
     small_frame,
+    table_created_at,
     table_version,
     vacuum_replaced_files,
 )
@@ -215,10 +216,14 @@ def recompute_interval(
 
 def vacuum_if_due(spark: SparkSession, settings: Settings, now: datetime) -> tuple[str, ...]:
     """Vacuum each batch view table whose last vacuum ended `batch.vacuum_every_hours` ago or
-    more; the batch job is their one writer, so it looks after them."""
+    more; the batch job is their one writer, so it looks after them. A table younger than the
+    retention (`batch.vacuum_after_hours`) is not due: no file in it is old enough to go."""
     every = timedelta(hours=settings.batch.vacuum_every_hours)
+    retention = timedelta(hours=settings.batch.vacuum_after_hours)
     done = []
     for target in (table(v.batch_table) for v in VIEWS.values()):
+        if now - table_created_at(spark, target, settings) < retention:
+            continue
         last = last_vacuum_end(spark, target, settings, VACUUM_LOOKBACK_COMMITS)
         if last is None or now - last >= every:
             vacuum_replaced_files(spark, target, settings, settings.batch.vacuum_after_hours)

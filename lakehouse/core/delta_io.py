@@ -306,6 +306,16 @@ def last_vacuum_end(
     return None if micros is None else from_micros(micros)
 
 
+def table_created_at(spark: SparkSession, table: Table, settings: Settings) -> datetime:
+    """When the table was created (its first commit)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    detail = DeltaTable.forPath(spark, table.path(settings)).detail()
+    [[micros]] = detail.select(F.unix_micros("createdAt")).collect()
+    return from_micros(micros)
+
+
 def table_version(spark: SparkSession, table: Table, settings: Settings) -> int | None:
     """The table's latest version, or None if it does not exist yet."""
     from delta.tables import DeltaTable

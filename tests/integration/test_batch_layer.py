@@ -175,7 +175,8 @@ def test_overlapping_backfills_and_reruns_leave_identical_tables_and_a_due_vacuu
 
     The batch job is its tables' one writer, so it vacuums them: at the end of a run, each
     one whose last vacuum ended `batch.vacuum_every_hours` ago (or never) loses the files
-    that runs replaced at least `batch.vacuum_after_hours` ago. The overlap and the rerun are
+    that runs replaced at least `batch.vacuum_after_hours` ago; one younger than that has
+    nothing old enough, and is left alone. The overlap and the rerun are
     what replace files, so the same runs show it."""
     overlapping = day.copy("overlapping")
     views = [table(v.batch_table) for v in VIEWS.values()]
@@ -201,9 +202,11 @@ def test_overlapping_backfills_and_reruns_leave_identical_tables_and_a_due_vacuu
     assert runs.count() == 3 * len(VIEWS), "one row per view per run"
 
     due = datetime.now(UTC) + timedelta(hours=overlapping.batch.vacuum_every_hours)
-    assert vacuum_if_due(spark, retention(168), due) == names
+    assert vacuum_if_due(spark, retention(168), due) == (), "younger than the retention"
+    a_week_on = due + timedelta(hours=168)
+    assert vacuum_if_due(spark, retention(168), a_week_on) == names
     assert all(replaced()), "replaced less than vacuum_after_hours ago: kept"
-    assert vacuum_if_due(spark, retention(0), due + timedelta(days=1)) == names
+    assert vacuum_if_due(spark, retention(0), a_week_on + timedelta(days=1)) == names
     assert not any(replaced())
     assert all_views(spark, overlapping, day.day) == all_views(spark, daily, day.day)
 

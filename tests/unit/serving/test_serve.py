@@ -109,7 +109,10 @@ def test_a_batch_layer_paused_for_a_week_is_still_served(spark, local_settings) 
     records = kafka_records(spark, events, 0).transform(to_raw_records)
     append_once(records, table("bronze.events_raw"), local_settings, "speed", 0)
     interval = Interval.checked(hour, hour + timedelta(hours=1), now)
-    run = recompute_interval(spark, local_settings, interval, "paused-for-a-week")
+    # No retention: the new tables are vacuumed at the end of the run at once.
+    batch = local_settings.batch.model_copy(update={"vacuum_after_hours": 0})
+    vacuuming = local_settings.model_copy(update={"batch": batch})
+    run = recompute_interval(spark, vacuuming, interval, "paused-for-a-week")
     counts = table("batch.event_counts_1m")
     [result] = [r for r in run.views if r.view == "event_counts_1m"]
     assert result.table_version < (table_version(spark, counts, local_settings) or 0), "vacuumed"
