@@ -132,7 +132,8 @@ def print_rows(df: DataFrame, limit: int, form: str) -> tuple[int, str]:
 
 
 def compare(args: argparse.Namespace) -> Exit:
-    """The reconciliation's summary in the terminal; dq tables and report only with --record.
+    """The reconciliation's summary in the terminal and its HTML report; the dq tables only
+    with --record.
     Exit status as `python -m jobs.reconcile` (0 passed, 2 bad arguments, 3 nothing to
     compare, 4 gate failed)."""
     try:
@@ -143,13 +144,13 @@ def compare(args: argparse.Namespace) -> Exit:
             raise BadComparison("--run-id names a recorded run: give --record too")
         settings = get_settings()
         spark = start_spark("tributary-compare", settings)
+        now = datetime.now(UTC)
+        run_id = args.run_id or f"cli:{request.left}-{request.right}:{now:%Y%m%dT%H%M%S}"
         if args.record:
-            now = datetime.now(UTC)
-            run_id = args.run_id or f"cli:{request.left}-{request.right}:{now:%Y%m%dT%H%M%S}"
             with exclusive_writer(settings, RECONCILE, wait_seconds=LOCK_WAIT_SECONDS):
                 compared = compare_and_record(spark, settings, request, run_id)
         else:
-            compared = compare_and_gate(spark, settings, request, run_id="(not recorded)")
+            compared = compare_and_gate(spark, settings, request, run_id)
     except BadComparison as err:
         print(f"tributary compare: {err}; nothing written", file=sys.stderr)
         return Exit.BAD_REQUEST
@@ -213,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_comparison_arguments(c)
     c.add_argument(
-        "--record", action="store_true", help="also write dq.* and the HTML report (as the job)"
+        "--record", action="store_true", help="also record the run in dq.* (as the job does)"
     )
     c.add_argument("--run-id", help="with --record: the run's identity in dq.*")
     c.set_defaults(run=compare)

@@ -18,7 +18,8 @@ from lakehouse.core.config import Settings
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.tables import RECONCILE
 from lakehouse.reconcile.gate import GateVerdict, gate
-from lakehouse.reconcile.publish import publish
+from lakehouse.reconcile.publish import publish, report_path
+from lakehouse.reconcile.report import write_report
 from lakehouse.reconcile.run import Reconciliation, reconcile
 from lakehouse.reconcile.sources import REPLAY_PREFIX, batch_run_intervals, named_source
 from lakehouse.reconcile.summary import summary_text
@@ -152,11 +153,13 @@ def summary(run: Reconciliation, verdict: GateVerdict) -> str:
 def compare_and_gate(
     spark: SparkSession, settings: Settings, request: ComparisonRequest, run_id: str
 ) -> Compared:
-    """Compare and judge the sides without recording anything (`tributary compare`)."""
+    """Compare and judge the sides, and write the HTML report when something was compared;
+    the dq tables are left as they are (`tributary compare` without --record)."""
     run = compare_sources(spark, settings, request, run_id)
     try:
         verdict = gate(run)
-        return Compared(run, verdict, summary(run, verdict), None)
+        path = write_report(run, verdict, report_path(run_id)) if run.compared else None
+        return Compared(run, verdict, summary(run, verdict), path)
     finally:
         run.release()
 

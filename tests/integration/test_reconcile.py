@@ -27,6 +27,7 @@ from jobs.contract import Exit
 from jobs.reconcile import REPORT_PREFIX
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, table_version
+from lakehouse.core.paths import run_file_name
 from lakehouse.core.tables import table
 from lakehouse.reconcile import (
     EQUAL,
@@ -177,13 +178,18 @@ def test_a_corrupted_speed_window_is_named_and_the_gate_refuses(
     assert not recorded.passed and recorded.beyond_threshold == 1, recorded
     assert recorded.first_windows and window in recorded.first_windows[0]
 
-    # `tributary compare`: the same summary in the terminal, nothing written.
+    # `tributary compare`: the same summary in the terminal and a report of its own, no table
+    # written.
     before = _versions(spark, spoiled)
     cli = lake.job(run_job_here, "corrupt", "jobs.cli", "compare", "--view", "event_counts_1m")
     assert cli.returncode == Exit.CHECKS_FAILED, cli.stdout + cli.stderr
     assert "event_counts_1m" in cli.stdout and window in cli.stdout
     assert "reconciliation gate failed" in cli.stdout
-    assert _versions(spark, spoiled) == before, "compare without --record writes nothing"
+    assert _versions(spark, spoiled) == before, "compare without --record writes no table"
+    own = Path(cli.stdout.split("report: ")[1].splitlines()[0])
+    assert own != report and own.parent == report.parent, own
+    html = own.read_text()
+    assert "gate failed" in html and "<td>cli:batch-speed:" in html, html[:3000]
 
 
 def test_the_job_records_each_run_once_under_its_id(
@@ -213,9 +219,10 @@ def test_bad_arguments_exit_2_and_write_nothing(lake: Lake, run_job_here: RunJob
 
 
 def test_the_report_renders_in_chromium(browser: Browser, lake: Lake) -> None:
-    reports = sorted((lake.tmp / "corrupt" / "state" / "dq" / "reports").glob("*.html"))
-    assert reports, "the corruption test writes the report this test opens"
-    browser.get(reports[0].as_uri())
+    reports = lake.tmp / "corrupt" / "state" / "dq" / "reports"
+    report = reports / f"{run_file_name('corrupt-run')}.html"
+    assert report.exists(), "the corruption test writes the report this test opens"
+    browser.get(report.as_uri())
     assert "Reconciliation batch vs speed" in browser.title
     charts = browser.find_elements(By.CSS_SELECTOR, "svg.chart")
     assert {c.get_attribute("data-view") for c in charts} == set(VIEWS)
