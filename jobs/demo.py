@@ -60,12 +60,14 @@ def print_report(report: DemoReport) -> None:
 
 
 def print_seam(seam: SeamReport) -> None:
-    print(f"\n==> batch layer: {seam.interval} recomputed from bronze")
     if seam.run is None:
-        print(f"    {seam.no_data}")
-        return
-    for v in seam.run.views:
-        print(f"    batch.{v.view}: {v.rows} rows, final until {v.final_until:%H:%M}")
+        print(f"\n==> batch layer: {seam.not_run}")
+        if not seam.windows_per_source:
+            return
+    else:
+        print(f"\n==> batch layer: {seam.interval} recomputed from bronze")
+        for v in seam.run.views:
+            print(f"    batch.{v.view}: {v.rows} rows, final until {v.final_until:%H:%M}")
     if seam.high_water is None:
         print("    serving: speed only")
     else:

@@ -41,8 +41,8 @@ class SeamReport:
     """The batch layer's run over the last closed hour, and the serving layer across it."""
 
     interval: Interval
-    run: BatchRun | None  # None: no events in the hour (`no_data` says so)
-    no_data: str | None
+    run: BatchRun | None  # None: nothing recomputed (`not_run` says why)
+    not_run: str | None
     high_water: datetime | None  # batch results up to here, speed results after
     windows_per_source: list[tuple[str, int]]  # serving.event_counts_1m from the hour on
 
@@ -110,17 +110,25 @@ def newest_windows(spark: SparkSession, settings: Settings) -> list[Row]:
 def last_hour_across_the_seam(
     spark: SparkSession, settings: Settings, say: Callable[[str], None]
 ) -> SeamReport:
-    from lakehouse.batch.recompute import Interval, NoDataError, recompute_interval
+    from lakehouse.batch.recompute import (
+        Interval,
+        IntervalUnchanged,
+        NoDataError,
+        recompute_interval,
+    )
     from lakehouse.serving.serve import serve
 
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     interval = Interval(hour - timedelta(hours=1), hour)
     say(f"\n==> batch layer: recomputing {interval} from bronze")
+    run, not_run = None, None
     try:
         with exclusive_writer(settings, BATCH, wait_seconds=BATCH_LOCK_WAIT_SECONDS):
             run = recompute_interval(
                 spark, settings, interval, f"demo:{datetime.now(UTC):%Y%m%dT%H%M%S}"
             )
+    except IntervalUnchanged as err:  # an earlier demo's run of the hour stands: served
+        not_run = str(err)
     except NoDataError as err:
         return SeamReport(interval, None, str(err), None, [])
     served, coverage = serve(spark, settings, "event_counts_1m", interval.start)
@@ -128,7 +136,7 @@ def last_hour_across_the_seam(
     return SeamReport(
         interval,
         run,
-        None,
+        not_run,
         coverage.high_water,
         [(r["source"], int(r["count"])) for r in per_source],
     )
