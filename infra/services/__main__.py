@@ -25,6 +25,7 @@ from infra.services.minio import Minio
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.paths import state_dir
 from lakehouse.core.processes import ServiceError
+from lakehouse.speed.supervisor import SpeedLayerSupervisor
 
 # The DAGs that keep the platform running by themselves (docs/operations.md): the stream up,
 # the hourly batch layer, and the quality checks and reconciliation after each batch run or
@@ -73,10 +74,22 @@ def down(names: list[str], recorded: Path | None) -> None:
         if not names:
             print("==> nothing was started by this run; leaving services as they are")
             return
+    if "airflow" in (names or list(ORDER)):
+        stop_supervised_stream(SpeedLayerSupervisor(get_settings()))
     for svc in reversed(services(names)):
         print(f"==> {svc.name}: {'stopped' if svc.stop() else 'was not running'}")
     if recorded is not None:
         recorded.unlink(missing_ok=True)
+
+
+def stop_supervised_stream(supervisor: SpeedLayerSupervisor) -> None:
+    """The speed layer Airflow's speed_layer DAG keeps running is a process of its own, which
+    would outlive Airflow: it goes first, while Kafka and storage still answer, so that it ends
+    after its running batch, as a stop from the DAG would."""
+    if supervisor.status().running:
+        print("==> speed layer (kept running by Airflow): stopping after its running batch")
+        supervisor.stop()
+        print("==> speed layer: stopped")
 
 
 def status() -> bool:

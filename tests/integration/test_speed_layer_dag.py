@@ -130,6 +130,22 @@ def test_stop_action_stops_the_stream(dag_ready: None, supervisor: SpeedLayerSup
     assert supervisor.held()
 
 
+def test_make_down_stops_the_stream_airflow_keeps_running(
+    dag_ready: None, supervisor: SpeedLayerSupervisor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make down` stops Airflow, and the stream it supervises must not outlive it: the step of
+    `infra.services down` that stops it first, gracefully."""
+    from infra.services.__main__ import stop_supervised_stream
+
+    supervisor.hold_file.unlink(missing_ok=True)
+    started = supervisor.start()
+    assert started.running and started.pid is not None, started.describe()
+    stop_supervised_stream(supervisor)
+    assert not supervisor.status().running
+    assert not group_members(started.pid), "nothing of it is left, the JVM included"
+    assert "==> speed layer: stopped" in capsys.readouterr().out
+
+
 # --- helpers -------------------------------------------------------------------------------
 
 
