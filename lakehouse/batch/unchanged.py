@@ -86,7 +86,7 @@ def unchanged_since_last_run(
     reach = reach_of(spark, settings, interval)
     if now == last.bronze_version:
         return Unchanged(last.run_id, now, now, 0, reach)
-    counted = _appended_since(spark, settings, last.bronze_version, reach)
+    counted = appended_since(spark, settings, last.bronze_version, reach)
     if counted is None:
         return None
     appended, within_reach = counted
@@ -142,7 +142,7 @@ def reach_of(
     return first, last
 
 
-def _appended_since(
+def appended_since(
     spark: SparkSession, settings: Settings, version: int, reach: tuple[datetime, datetime]
 ) -> tuple[int, int] | None:
     """(records appended to bronze after `version`, accepted events among them within

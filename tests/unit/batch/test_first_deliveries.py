@@ -70,7 +70,7 @@ def test_a_re_delivery_with_another_event_time_is_not_counted_where_it_says(
     assert [(r["event_id"], r["kafka_offset"]) for r in again] == [("e1", 2)]
 
 
-def test_first_deliveries_listed_without_redeliveries_are_rebuilt_from_bronze(
+def test_first_deliveries_listed_without_redeliveries_or_over_a_rewritten_bronze_are_rebuilt(
     spark, local_settings
 ) -> None:
     """A release before batch.redeliveries listed the first deliveries alone: the next update
@@ -96,3 +96,12 @@ def test_first_deliveries_listed_without_redeliveries_are_rebuilt_from_bronze(
     update_first_deliveries(spark, local_settings)
     again = read_table(spark, REDELIVERIES, local_settings).collect()
     assert [(r["event_id"], r["kafka_offset"]) for r in again] == [("e1", 1)]
+
+    # Bronze rewritten, not appended to (migrate-bronze rewrites it with its own rows): the
+    # stream over it cannot go on, so both tables are listed again from its start.
+    rows = read_table(spark, BRONZE, local_settings).localCheckpoint()
+    rows.write.format("delta").mode("overwrite").save(BRONZE.path(local_settings))
+    update_first_deliveries(spark, local_settings)
+    again = read_table(spark, REDELIVERIES, local_settings).collect()
+    assert [(r["event_id"], r["kafka_offset"]) for r in again] == [("e1", 1)]
+    assert read_table(spark, FIRST_DELIVERIES, local_settings).count() == 1

@@ -10,8 +10,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from lakehouse.batch.recompute import Interval, IntervalUnchanged, recompute_interval
-from lakehouse.batch.unchanged import BRONZE, RUNS, last_run_of, unchanged_since_last_run
-from lakehouse.core.delta_io import append_once, read_table, small_frame
+from lakehouse.batch.unchanged import (
+    BRONZE,
+    RUNS,
+    appended_since,
+    last_run_of,
+    unchanged_since_last_run,
+)
+from lakehouse.core.delta_io import append_once, read_table, small_frame, table_version
 from lakehouse.transforms.bronze import to_raw_records
 from lakehouse.transforms.windows import SESSION_GAP_SECONDS
 from tests.micro_batches import raw_kafka_records
@@ -67,19 +73,25 @@ def test_an_interval_recomputed_again_is_a_no_op_until_something_within_its_reac
     runs = read_table(spark, RUNS, settings)
     assert {r["run_id"] for r in runs.select("run_id").collect()} == {"first"}
 
-    # Only appends are read as "since": a rewrite (here: bronze overwritten with its own rows,
-    # as a migration does) may have changed anything.
-    rows = read_table(spark, BRONZE, settings).localCheckpoint()
-    rows.write.format("delta").mode("overwrite").save(BRONZE.path(settings))
-    assert unchanged_since_last_run(spark, settings, hour) is None
-
-    # --force recomputes it all the same; that run then stands.
-    assert recompute_interval(spark, settings, hour, "forced", force=True).events == 11
-    assert unchanged_since_last_run(spark, settings, hour) is not None
+    # --force recomputes it all the same, and that run stands from then on.
+    forced = recompute_interval(spark, settings, hour, "forced", force=True)
+    assert forced.events == 11
+    runs = read_table(spark, RUNS, settings)
+    assert {r["run_id"] for r in runs.select("run_id").collect()} == {"first", "forced"}
 
     # A late event after the hour, within the gap after its last session: that session grows.
     append([event("late", "u1", session_reach - timedelta(minutes=1))])
     assert unchanged_since_last_run(spark, settings, hour) is None
+    reach = (hour.start - GAP, session_reach)
+    assert appended_since(spark, settings, forced.bronze_version, reach) == (1, 1)
+
+    # Only appends are read as "since": a rewrite (here: bronze overwritten with its own rows,
+    # as a migration does) may have changed anything.
+    latest = table_version(spark, BRONZE, settings)
+    assert latest is not None
+    rows = read_table(spark, BRONZE, settings).localCheckpoint()
+    rows.write.format("delta").mode("overwrite").save(BRONZE.path(settings))
+    assert appended_since(spark, settings, latest, reach) is None
 
     # A run of the hour whose views were not all final stands for nothing.
     later = Interval(start + 2 * HOUR, start + 3 * HOUR)
