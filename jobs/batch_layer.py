@@ -7,8 +7,8 @@ batch.user_sessions, then records the run in ops.batch_runs. Rerunning an interv
 nothing; intervals never touch each other's rows. An interval whose last run still stands
 (no event within its reach appended to bronze since, every view final) is not recomputed
 again, and the job says so; --force recomputes it anyway (after changing the views' code or
-the lateness settings). Times are UTC (a time without a zone is
-taken as UTC) and must be whole minutes.
+the lateness settings). Times are UTC (a time without a zone is taken as UTC) and must be
+whole minutes.
 
 Exit status (jobs.contract): 0 done, 1 cannot run (config, storage, another batch writer),
 2 bad interval, 3 nothing to recompute (no events in the interval, or its last run stands;

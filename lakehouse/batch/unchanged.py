@@ -11,7 +11,8 @@ results stand when all of these hold:
   the interval's end (more events can only move the watermark on);
 - since the bronze version that run read, bronze was only appended to (compaction moves rows,
   it changes none; any other rewrite means recomputing);
-- none of the records appended since is an accepted event within the interval's reach. A
+- none of the records appended since (read with the Delta stream source, which skips
+  compaction and fails on any other change) is an accepted event within the interval's reach. A
   later delivery of an event already in bronze never changes its first delivery (the earliest
   by arrival, lakehouse.batch.first_deliveries), and a record that validation refuses is in no
   view; counting them as changes would only recompute needlessly, never wrongly.
@@ -19,16 +20,13 @@ results stand when all of these hold:
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from lakehouse.core.delta_io import read_table, table_version
+from lakehouse.core.delta_io import each_chunk_appended_after, read_table, table_version
 from lakehouse.core.tables import table
 from lakehouse.core.times import from_micros
 from lakehouse.transforms.parse import parse_events
@@ -147,12 +145,11 @@ def appended_since(
 ) -> tuple[int, int] | None:
     """(records appended to bronze after `version`, accepted events among them within
     `reach`), or None when bronze was changed otherwise (a rewrite, a delete) or its log no
-    longer holds `version`'s successors. The Delta stream source gives exactly the appended
-    records, skips compaction, and fails on any other change."""
+    longer holds `version`'s successors."""
     rules = ValidationRules.of(settings)
     counted = [0, 0]
 
-    def count(rows: DataFrame, _batch_id: int) -> None:
+    def count(rows: DataFrame, _chunk_id: int) -> None:
         accepted = (
             rows.transform(parse_events)
             .transform(validate_events, rules)
@@ -162,21 +159,6 @@ def appended_since(
         counted[0] += rows.count()
         counted[1] += accepted.count()
 
-    checkpoint = tempfile.mkdtemp(prefix="tributary-unchanged-")
-    try:
-        query = (
-            spark.readStream.format("delta")
-            .option("startingVersion", version + 1)
-            .load(BRONZE.path(settings))
-            .drop(*BRONZE.layout_names)
-            .writeStream.foreachBatch(count)
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-    except StreamingQueryException:
+    if not each_chunk_appended_after(spark, BRONZE, settings, version, count):
         return None
-    finally:
-        shutil.rmtree(checkpoint, ignore_errors=True)
     return counted[0], counted[1]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import shutil
+import tempfile
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -72,11 +74,47 @@ def each_new_chunk(
     def run(rows: DataFrame, chunk_id: int) -> None:
         process(rows, checkpoint_query_id(spark, checkpoint), chunk_id)
 
+    _each_chunk(_appended_rows(spark, source, settings), checkpoint, run)
+
+
+def each_chunk_appended_after(
+    spark: SparkSession,
+    source: Table,
+    settings: Settings,
+    version: int,
+    process: Callable[[DataFrame, int], None],
+) -> bool:
+    """Run `process(rows, chunk_id)` on the rows appended to `source` after `version`, chunk
+    by chunk in commit order, remembering nothing (a throwaway checkpoint); return when caught
+    up. False if a commit since changed rows instead of adding them (a rewrite, a delete), or
+    the log no longer holds `version`'s successors: the rows processed are then not all."""
+    from pyspark.errors import StreamingQueryException
+
+    checkpoint = tempfile.mkdtemp(prefix=f"tributary-after-{version}-")
+    try:
+        rows = _appended_rows(spark, source, settings, {"startingVersion": str(version + 1)})
+        _each_chunk(rows, checkpoint, process)
+    except StreamingQueryException:
+        return False
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    return True
+
+
+def _appended_rows(
+    spark: SparkSession, source: Table, settings: Settings, options: dict[str, str] | None = None
+) -> DataFrame:
+    """The Delta stream source: the rows each commit adds; commits that only rearrange files
+    (compaction) bring none, and one that changes rows fails the query."""
+    reader = spark.readStream.format("delta").options(**(options or {}))
+    return reader.load(source.path(settings)).drop(*source.layout_names)
+
+
+def _each_chunk(
+    rows: DataFrame, checkpoint: str, process: Callable[[DataFrame, int], None]
+) -> None:
     query = (
-        spark.readStream.format("delta")
-        .load(source.path(settings))
-        .drop(*source.layout_names)
-        .writeStream.foreachBatch(run)
+        rows.writeStream.foreachBatch(process)
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()
