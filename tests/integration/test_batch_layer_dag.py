@@ -73,9 +73,10 @@ def batch_run(
     kafka_up: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[BatchRun]:
-    """An hour of events long ago in the services' bronze and speed layer, and a batch_layer
-    run of that hour, finished; reconcile unpaused until the module ends (the run the batch
-    run's assets trigger must be able to start), then put back as it was."""
+    """An hour of events long ago in the services' bronze and speed layer, a few events three
+    hours on, and a batch_layer run of that hour, finished; reconcile unpaused until the
+    module ends (the run the batch run's assets trigger must be able to start), then put back
+    as it was."""
     af.wait_parsed(api, DAG_ID)
     af.wait_parsed(api, RECONCILE)
     hour = _unused_hour(api)
@@ -89,6 +90,11 @@ def batch_run(
         **ANOMALY_PRESETS["default"],
     )
     produce(services_settings, cfg, ledger_path)
+    # And events three hours on (no other run's hours are that near: `_unused_hour`), so that
+    # the watermark over the events a run reads makes every view of the hour final, whatever
+    # else the services' bronze holds.
+    later = GeneratorConfig(count=60, seed=cfg.seed + 1, start=hour + 3 * HOUR, rate=0.1, users=20)
+    produce(services_settings, later, ledger_path.with_name("later.jsonl"))
     catch_up_speed_layer(spark, services_settings)
     ledger = pd.DataFrame(read_ledger(ledger_path))
     ledger["event_time"] = pd.to_datetime(ledger["event_time"], utc=True)
