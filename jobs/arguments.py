@@ -1,90 +1,18 @@
-"""Argument types the jobs' command lines share."""
+"""Argument types and argument groups the jobs' command lines share."""
 
 from __future__ import annotations
 
 import argparse
-import difflib
 import math
-import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime
-from typing import Any, NoReturn
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from lakehouse.core.times import TimeRangeError, parse_iso
 from lakehouse.transforms.views import VIEWS
 
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a bad argument in one line, not a usage block, and takes options
-    only as spelt: abbreviations are off, and a misspelt option is named, with the close ones.
-    A subcommand's parser is one too (add_parser makes it of this class)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # With abbreviations, a misspelt option can silently be another one (--form: --format).
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        """Unknown options are an error here too: a subcommand's parser is called through this,
-        and its unknown options must be named by it, with its own options as suggestions."""
-        args = sys.argv[1:] if args is None else list(args)
-        # argparse reports a missing required option before an unknown one: `--strat X` said
-        # "--start is required". So a first, lenient pass finds the unknown ones.
-        with _lenient(self):
-            _, extras = super().parse_known_args(args, None)
-        unknown = [arg for arg in extras if _is_option(arg)]
-        if unknown:
-            self.error(self._unrecognized(unknown))
-        return super().parse_known_args(args, namespace)
-
-    def _unrecognized(self, unknown: list[str]) -> str:
-        known = [option for action in self._actions for option in action.option_strings]
-        described = []
-        for arg in unknown:
-            name = arg.split("=", 1)[0]
-            close = difflib.get_close_matches(name, known, n=2, cutoff=0.7)
-            described.append(f"{name}: did you mean {' or '.join(close)}?" if close else name)
-        noun = "argument" if len(unknown) == 1 else "arguments"
-        return f"unrecognized {noun} {'; '.join(described)}"
-
-
-@contextmanager
-def _lenient(parser: argparse.ArgumentParser) -> Iterator[None]:
-    """Within this block `parser` requires none of its arguments (a subcommand included) and
-    takes any value: a misspelt option is named before a missing or bad value it explains."""
-    saved = [(action, action.required, action.type, action.choices) for action in parser._actions]
-    groups = [(group, group.required) for group in parser._mutually_exclusive_groups]
-    for action, *_ in saved:
-        action.required = False
-        # A subcommand's choices are its parsers: those stay.
-        if not isinstance(action, argparse._SubParsersAction):
-            action.type, action.choices = None, None
-    for group, _ in groups:
-        group.required = False
-    try:
-        yield
-    finally:
-        for action, required, type_, choices in saved:
-            action.required, action.type, action.choices = required, type_, choices
-        for group, required in groups:
-            group.required = required
-
-
-def _is_option(arg: str) -> bool:
-    """An argument argparse takes for an option: a negative number is a value."""
-    if len(arg) < 2 or not arg.startswith("-"):
-        return False
-    try:
-        float(arg)
-    except ValueError:
-        return True
-    return False
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def iso_moment(text: str) -> datetime:
@@ -97,6 +25,35 @@ def iso_moment(text: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an ISO-8601 time (e.g. 2026-11-25T10:00Z)"
         ) from None
+
+
+def start_time(text: str) -> datetime:
+    """'now' or an ISO-8601 time (none means UTC)."""
+    return datetime.now(UTC) if text == "now" else iso_moment(text)
+
+
+def duration(text: str) -> timedelta:
+    """'90s', '15m', '3h', '1d' or plain seconds."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
+    try:
+        seconds = float(number) * DURATION_UNITS[unit]
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 15m or 3h")
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too long a duration (at most {timedelta.max.days} days)"
+        ) from None
+
+
+def topic_name(text: str) -> str:
+    # Kafka refuses "." and ".." although they match its character rule.
+    if text in (".", "..") or not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid Kafka topic name")
+    return text
 
 
 def _number(

@@ -21,8 +21,9 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
-from jobs.arguments import OneLineParser, iso_moment
+from jobs.arguments import iso_moment
 from jobs.contract import Exit, exit_with, result_line
+from jobs.parser import OneLineParser
 from lakehouse.batch.recompute import Interval, IntervalError, NoDataError, recompute_interval
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError, exclusive_writer

@@ -16,8 +16,9 @@ import argparse
 import random
 import sys
 
-from jobs.arguments import OneLineParser, say
+from jobs.arguments import say
 from jobs.contract import Exit, exit_with
+from jobs.parser import OneLineParser
 from lakehouse.core.config import DEFAULT_PROFILE, PROFILE_ENV, ConfigError, Settings, get_settings
 from lakehouse.core.kafka_io import KafkaUnavailableError
 from lakehouse.core.locks import WriterBusyError

@@ -16,70 +16,26 @@ Exit status (jobs.contract): 0 sent, 1 Kafka or configuration failure, 2 bad arg
 from __future__ import annotations
 
 import argparse
-import math
-import re
 import secrets
-import signal
 import sys
-import threading
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-from jobs.arguments import OneLineParser, fraction, positive_float, positive_int
+from jobs.arguments import duration, fraction, positive_float, positive_int, start_time, topic_name
 from jobs.contract import Exit, exit_with
-from lakehouse.core.config import ConfigError, Settings, get_settings
+from jobs.parser import OneLineParser
+from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.kafka_io import KafkaUnavailableError
-from lakehouse.core.paths import state_dir
-from lakehouse.core.times import TimeRangeError, parse_iso
+from lakehouse.core.processes import stop_on_signals
 from lakehouse.generator.clickstream import (
     ANOMALY_KINDS,
     ANOMALY_PRESETS,
-    GeneratorConfig,
     check_against_settings,
+    default_ledger,
     ledger_problem,
+    preset_config,
     produce,
+    summary_lines,
 )
-
-DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def start_time(text: str) -> datetime:
-    """'now' or ISO-8601; a time without a zone is taken as UTC."""
-    if text == "now":
-        return datetime.now(UTC)
-    try:
-        return parse_iso(text)
-    except TimeRangeError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither 'now' nor an ISO-8601 time like 2026-01-01T12:00:00Z"
-        ) from None
-
-
-def duration(text: str) -> timedelta:
-    """'90s', '15m', '3h', '1d' or plain seconds."""
-    number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
-    try:
-        seconds = float(number) * DURATION_UNITS[unit]
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 15m or 3h")
-    try:
-        return timedelta(seconds=seconds)
-    except OverflowError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is too long a duration (at most {timedelta.max.days} days)"
-        ) from None
-
-
-def topic_name(text: str) -> str:
-    # Kafka refuses "." and ".." although they match its character rule.
-    if text in (".", "..") or not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a valid Kafka topic name")
-    return text
 
 
 def build_parser() -> OneLineParser:
@@ -123,53 +79,6 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-def build_config(args: argparse.Namespace, settings: Settings, seed: int) -> GeneratorConfig:
-    """Preset fractions, then per-kind flags on top. Raises ValueError when inconsistent."""
-    preset = ANOMALY_PRESETS[args.anomalies]
-
-    def share(kind: str) -> float:
-        flag: float | None = getattr(args, kind)
-        return preset.get(kind, 0.0) if flag is None else flag
-
-    shares: dict[str, Any] = {kind: share(kind) for kind in ANOMALY_KINDS}
-    return GeneratorConfig(
-        count=args.count,
-        seed=seed,
-        start=args.start,
-        rate=args.rate,
-        users=args.users,
-        **shares,
-        late_min=args.late_min,
-        late_max=args.late_max,
-        max_record_bytes=settings.speed.max_record_bytes,
-    )
-
-
-def default_ledger(seed: int) -> Path:
-    return state_dir() / "ledgers" / f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-seed{seed}.jsonl"
-
-
-def print_summary(summary: dict[str, Any]) -> None:
-    rate = summary["events_per_second"]
-    print(
-        f"==> sent {summary['sent']}/{summary['requested']} records to {summary['topic']!r} "
-        f"in {summary['seconds']:.1f}s ({rate or 0:,.1f} events/s)"
-    )
-    print("    kinds:    " + " ".join(f"{k}={n}" for k, n in summary["kinds"].items() if n))
-    print("    expected: " + " ".join(f"{k}={n}" for k, n in summary["expected"].items()))
-    print(f"    ledger:   {summary['ledger']}")
-    if summary["sent"] < summary["requested"]:
-        print("    stopped early by a signal; the ledger lists every record sent")
-
-
-def stop_on_signals() -> threading.Event:
-    """Ctrl-C or SIGTERM (an Airflow task being killed) ends the run with a complete ledger."""
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    return stop
-
-
 def main(argv: list[str]) -> Exit:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -182,7 +91,18 @@ def main(argv: list[str]) -> Exit:
     # permanent topic would turn every event of the second run into a duplicate.
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     try:
-        cfg = build_config(args, settings, seed)
+        cfg = preset_config(
+            args.anomalies,
+            {kind: getattr(args, kind) for kind in ANOMALY_KINDS},
+            count=args.count,
+            seed=seed,
+            start=args.start,
+            rate=args.rate,
+            users=args.users,
+            late_min=args.late_min,
+            late_max=args.late_max,
+            max_record_bytes=settings.speed.max_record_bytes,
+        )
         check_against_settings(cfg, settings, args.realtime)
     except ValueError as err:
         parser.error(str(err))
@@ -219,7 +139,8 @@ def main(argv: list[str]) -> Exit:
     except OSError as err:  # the ledger could not be written after all (checked above)
         print(f"generate failed: {err}", file=sys.stderr)
         return Exit.CANNOT_RUN
-    print_summary(summary)
+    for line in summary_lines(summary):
+        print(line)
     return Exit.OK
 
 

@@ -18,8 +18,8 @@ import argparse
 import sys
 import time
 
-from jobs.arguments import OneLineParser
 from jobs.contract import Exit, exit_with, result_line
+from jobs.parser import OneLineParser
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.spark import SparkSetupError, get_spark
 from lakehouse.core.storage import StorageError, ensure_bucket

@@ -21,12 +21,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jobs.arguments import OneLineParser, add_migration_arguments
+from jobs.arguments import add_migration_arguments
 from jobs.contract import Exit, exit_with, result_line
+from jobs.parser import OneLineParser
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError
-from lakehouse.core.spark import SparkSetupError, get_spark
-from lakehouse.core.storage import StorageError, check_bucket
+from lakehouse.core.spark import SparkSetupError, get_spark_checked
+from lakehouse.core.storage import StorageError
 from lakehouse.ops.migrate import (
     MIGRATED,
     MigrationError,
@@ -49,9 +50,7 @@ def main(argv: list[str]) -> Exit:
     try:
         tables_named(args.tables)  # before Spark starts
         settings = get_settings()
-        if settings.storage.on_s3:
-            check_bucket(settings)
-        done = migrate_bronze(get_spark(JOB, settings), settings, args.tables)
+        done = migrate_bronze(get_spark_checked(JOB, settings), settings, args.tables)
     except MigrationRefused as err:
         print(f"{JOB}: {err}", file=sys.stderr)
         return Exit.BAD_REQUEST

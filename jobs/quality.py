@@ -40,8 +40,9 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from jobs.arguments import OneLineParser, iso_moment, say
+from jobs.arguments import iso_moment, say
 from jobs.contract import Exit, exit_with, result_line
+from jobs.parser import OneLineParser
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError
 from lakehouse.core.spark import SparkSetupError

@@ -26,8 +26,9 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
-from jobs.arguments import OneLineParser, add_comparison_arguments, say
+from jobs.arguments import add_comparison_arguments, say
 from jobs.contract import Exit, exit_with, result_line
+from jobs.parser import OneLineParser
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError
 from lakehouse.core.spark import SparkSetupError

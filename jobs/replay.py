@@ -36,8 +36,9 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
-from jobs.arguments import OneLineParser, iso_moment, say
+from jobs.arguments import iso_moment, say
 from jobs.contract import Exit, exit_with, result_line
+from jobs.parser import OneLineParser
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.kafka_io import KafkaUnavailableError
 from lakehouse.core.kafka_offsets import UnknownTopicError

@@ -18,8 +18,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from jobs.arguments import OneLineParser, say
+from jobs.arguments import say
 from jobs.contract import Exit, exit_with
+from jobs.parser import OneLineParser
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.kafka_io import KafkaUnavailableError
 from lakehouse.core.locks import WriterBusyError

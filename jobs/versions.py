@@ -26,8 +26,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jobs.arguments import OneLineParser, say
+from jobs.arguments import say
 from jobs.contract import Exit, exit_with, result_line
+from jobs.parser import OneLineParser
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.spark import SparkSetupError, get_spark

@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -109,6 +110,15 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
     except (ProcessLookupError, PermissionError):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set by Ctrl-C or SIGTERM (an Airflow task being killed), for a loop that ends
+    cleanly at its next step instead of dying halfway."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:

@@ -150,6 +150,17 @@ def get_spark(
     return spark
 
 
+def get_spark_checked(name: str, settings: Settings | None = None) -> SparkSession:
+    """The session, once storage answers: with MinIO down, Spark's S3A retries for minutes
+    without a word before it fails (lakehouse.core.storage.StorageError says so at once)."""
+    settings = settings or get_settings()
+    if settings.storage.on_s3:
+        from lakehouse.core.storage import check_bucket
+
+        check_bucket(settings)
+    return get_spark(name, settings)
+
+
 def jvm_console_log() -> Path:
     """Where the JVM's own standard output goes: <state>/run/logs/spark-console.log."""
     return state_dir() / "run" / "logs" / "spark-console.log"

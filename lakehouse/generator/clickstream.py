@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,6 +37,7 @@ from lakehouse.core.events import (
     REASON_WRONG_TYPE,
     REQUIRED_FIELDS,
 )
+from lakehouse.core.paths import state_dir
 from lakehouse.core.times import END, HANDLED, TimeRangeError, handled
 
 if TYPE_CHECKING:
@@ -167,6 +168,16 @@ class GeneratorConfig:
 
     def fractions(self) -> dict[str, float]:
         return {kind: float(getattr(self, kind)) for kind in ANOMALY_KINDS}
+
+
+def preset_config(
+    preset: str, overrides: Mapping[str, float | None], **fields: Any
+) -> GeneratorConfig:
+    """A config with the anomaly fractions of `preset` (ANOMALY_PRESETS), each kind in
+    `overrides` that is not None taking its place. Raises ValueError when inconsistent."""
+    shares: dict[str, Any] = dict.fromkeys(ANOMALY_KINDS, 0.0) | ANOMALY_PRESETS[preset]
+    shares |= {kind: share for kind, share in overrides.items() if share is not None}
+    return GeneratorConfig(**fields, **shares)
 
 
 def _config_problems(cfg: GeneratorConfig) -> list[str]:
@@ -642,6 +653,26 @@ def ledger_problem(path: Path) -> str | None:
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"the ledger {path} cannot be written: {folder} is not writable"
     return None
+
+
+def default_ledger(seed: int) -> Path:
+    """Where a run's ledger goes unless told: the state folder's ledgers/, by time and seed."""
+    return state_dir() / "ledgers" / f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-seed{seed}.jsonl"
+
+
+def summary_lines(summary: Mapping[str, Any]) -> list[str]:
+    """What `produce` sent, for a terminal or a task log."""
+    rate = summary["events_per_second"]
+    lines = [
+        f"==> sent {summary['sent']}/{summary['requested']} records to {summary['topic']!r} "
+        f"in {summary['seconds']:.1f}s ({rate or 0:,.1f} events/s)",
+        "    kinds:    " + " ".join(f"{k}={n}" for k, n in summary["kinds"].items() if n),
+        "    expected: " + " ".join(f"{k}={n}" for k, n in summary["expected"].items()),
+        f"    ledger:   {summary['ledger']}",
+    ]
+    if summary["sent"] < summary["requested"]:
+        lines.append("    stopped early by a signal; the ledger lists every record sent")
+    return lines
 
 
 def read_ledger(path: str | Path) -> list[dict[str, Any]]:

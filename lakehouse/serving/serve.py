@@ -51,6 +51,15 @@ class Coverage:
     def high_water(self) -> datetime | None:
         return self.ranges[-1][1] if self.ranges else None
 
+    def seam(self) -> str:
+        """Where batch results end and speed results begin, in words."""
+        if self.high_water is None:
+            return "no batch run yet: all speed results"
+        return (
+            f"batch results up to {self.high_water:%Y-%m-%d %H:%M:%S}Z (batch version "
+            f"{self.table_version}), speed results after"
+        )
+
     def contains(self, column: str) -> Column:
         tests = [
             (F.col(column) >= F.lit(start)) & (F.col(column) < F.lit(end))

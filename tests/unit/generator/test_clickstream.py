@@ -44,6 +44,8 @@ from lakehouse.generator.clickstream import (
     generate_events,
     generate_records,
     ledger_problem,
+    preset_config,
+    summary_lines,
 )
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)  # the pinned "wall clock" of sending
@@ -444,3 +446,34 @@ def test_a_ledger_that_cannot_be_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     problem = ledger_problem(tmp_path / "file" / "sub" / "ledger.jsonl")
     assert problem is not None and f"{tmp_path / 'file'} is a file, not a folder" in problem
+
+
+def test_a_preset_gives_each_kind_its_share_and_a_flag_given_replaces_it() -> None:
+    """A flag of 0 turns a kind off; a flag not given (None) keeps the preset's share."""
+    fields = dict(count=10, seed=1, start=START)
+    default = preset_config("default", dict.fromkeys(ANOMALY_KINDS), **fields)
+    assert default.fractions() == ANOMALY_PRESETS["default"]
+    changed = preset_config("default", {"late": 0.3, "duplicate": 0.0}, **fields)
+    assert changed.fractions() == ANOMALY_PRESETS["default"] | {"late": 0.3, "duplicate": 0.0}
+    assert preset_config("none", {"malformed": 0.1}, **fields).fractions() == (
+        dict.fromkeys(ANOMALY_KINDS, 0.0) | {"malformed": 0.1}
+    )
+    with pytest.raises(ValueError, match="add up to"):
+        preset_config("all", {"late": 0.9}, **fields)
+
+
+def test_the_summary_says_what_was_sent_and_an_early_stop() -> None:
+    summary = {
+        "topic": "t", "sent": 3, "requested": 4, "seconds": 1.5, "events_per_second": 2.0,
+        "kinds": {"clean": 2, "late": 1, "malformed": 0},
+        "expected": {"silver": 3, "duplicate": 0, "quarantine": 0},
+        "ledger": "/x.jsonl",
+    }  # fmt: skip
+    assert summary_lines(summary) == [
+        "==> sent 3/4 records to 't' in 1.5s (2.0 events/s)",
+        "    kinds:    clean=2 late=1",
+        "    expected: silver=3 duplicate=0 quarantine=0",
+        "    ledger:   /x.jsonl",
+        "    stopped early by a signal; the ledger lists every record sent",
+    ]
+    assert len(summary_lines(summary | {"sent": 4})) == 4

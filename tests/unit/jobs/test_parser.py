@@ -1,4 +1,4 @@
-"""The jobs' command lines: a bad argument is one line that names it; options only as spelt."""
+"""The jobs' argument parser (jobs/parser.py): a misspelt option is named, not taken for another."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from jobs import batch_layer, cli
-from jobs.arguments import OneLineParser
+from jobs.parser import OneLineParser
 
 
 def error_of(
