@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from jobs.arguments import iso_moment, say
@@ -49,21 +49,14 @@ from lakehouse.core.spark import SparkSetupError
 from lakehouse.core.storage import StorageError
 from lakehouse.quality.runs import (
     LAYERS,
-    TIME_COLUMNS,
+    BadQualityRequest,
     QualityOutcome,
     QualityRequest,
-    Validated,
     check_quality,
-    iso,
     result_of,
 )
 
 JOB = "quality"
-DEFAULT_LOOKBACK = timedelta(days=2)
-
-
-class BadArguments(Exception):
-    """The request cannot be run as given; nothing is written."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,43 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def checked_request(args: argparse.Namespace, now: datetime) -> QualityRequest:
-    """The tables and range to validate; BadArguments says what is wrong with them."""
-    unknown = [t for t in args.tables if t not in TIME_COLUMNS]
-    if unknown:
-        raise BadArguments(
-            f"no data-quality suite for {', '.join(unknown)}; tables with a suite: "
-            f"{', '.join(LAYERS['all'])}"
-        )
-    layer = args.layer or (None if args.tables else "all")
-    tables = tuple(dict.fromkeys([*(LAYERS[layer] if layer else ()), *args.tables]))
-    end = args.end or now
-    start = args.start or min(end, now) - DEFAULT_LOOKBACK
-    if start >= end:
-        raise BadArguments(f"--from {iso(start)} is not before --to {iso(end)}")
-    run_id = args.run_id or f"manual:{now:%Y%m%dT%H%M%S.%fZ}"
-    if not run_id.strip():
-        raise BadArguments("--run-id is empty")
-    return QualityRequest(tables, start, end, run_id, args.docs_dir)
-
-
-def summary_line(v: Validated) -> str:
-    result = v.result
-    broken = ", ".join(
-        f"{c.check} -> {c.action.value}"
-        + ("" if c.unexpected_count is None else f" ({c.unexpected_count})")
-        for c in result.broken()
-    )
-    routed = f"; {v.quarantined} rows to dq.quality_quarantine" if v.quarantined else ""
-    return (
-        f"{v.table} (version {v.version}): {result.verdict.value} in {v.seconds:.1f} s"
-        f"{routed}{'; broken: ' + broken if broken else ''}"
-    )
-
-
 def report(outcome: QualityOutcome) -> Exit:
     for v in outcome.validated:
-        say(summary_line(v))
+        say(v.summary())
     if not outcome.validated:
         say("quality: no table to validate yet: nothing written")
     if outcome.docs_index is not None:
@@ -145,9 +104,12 @@ def report(outcome: QualityOutcome) -> Exit:
 
 def main(argv: list[str]) -> Exit:
     args = build_parser().parse_args(argv)  # exits with status 2 on unusable arguments
+    now = datetime.now(UTC)
     try:
-        request = checked_request(args, datetime.now(UTC))
-    except BadArguments as err:
+        request = QualityRequest.checked(
+            args.layer, args.tables, args.start, args.end, args.run_id, args.docs_dir, now
+        )
+    except BadQualityRequest as err:
         print(f"quality: {err}; nothing written", file=sys.stderr)
         return Exit.BAD_REQUEST
     try:

@@ -45,7 +45,7 @@ from lakehouse.core.kafka_offsets import UnknownTopicError
 from lakehouse.core.locks import WriterBusyError
 from lakehouse.core.spark import SparkSetupError
 from lakehouse.core.storage import StorageError
-from lakehouse.replay.plan import ReplayRequestError, ReplayStart, check_version_name
+from lakehouse.replay.plan import ReplayRequestError, ReplayStart, check_continuation
 from lakehouse.replay.run import ReplayRequest, replay
 
 JOB = "replay"
@@ -84,7 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
 def checked_request(args: argparse.Namespace, now: datetime) -> ReplayRequest:
     """The replay the arguments ask for; ReplayRequestError if they conflict."""
     if args.extend or args.scheduled:
-        _check_continuation(args)
+        given = {
+            "--start": args.start,
+            "--timestamp": args.timestamp,
+            "--offsets": args.offsets,
+            "--version": args.version,
+            "--topic": args.topic,
+            "--force": args.force,
+            "--live": args.live,
+            "--scheduled": args.scheduled and args.extend,
+        }
+        check_continuation(args.extend, given)
         start = ReplayStart("earliest")
     else:
         start = ReplayStart.parse(args.start or "earliest", args.timestamp, args.offsets, now)
@@ -125,28 +135,6 @@ def main(argv: list[str]) -> Exit:
         )
         return Exit.FAILED
     return Exit.CHECKS_FAILED if outcome.not_served else Exit.OK
-
-
-def _check_continuation(args: argparse.Namespace) -> None:
-    """--extend and --scheduled start where a version ended: nothing else may say where."""
-    given = {
-        "--start": args.start,
-        "--timestamp": args.timestamp,
-        "--offsets": args.offsets,
-        "--version": args.version,
-        "--topic": args.topic,
-        "--force": args.force,
-        "--live": args.live,
-        "--scheduled": args.scheduled and args.extend,
-    }
-    conflicting = [flag for flag, value in given.items() if value]
-    if conflicting:
-        which = "--extend" if args.extend else "--scheduled"
-        raise ReplayRequestError(
-            f"{which} continues from where a version ended; it takes no {', '.join(conflicting)}"
-        )
-    if args.extend:
-        check_version_name(args.extend)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 Say = Callable[[str], None]
 # Another quality run (a backfill beside the schedule) finishes in minutes: wait for it.
 LOCK_WAIT_SECONDS = 900
+# What a run validates when no range is given: the last two days.
+DEFAULT_LOOKBACK = timedelta(days=2)
 
 
 # The tables with a suite (lakehouse.quality.suites.suite_for), per layer, and the column
@@ -54,6 +56,10 @@ TIME_COLUMNS: dict[str, str] = {
 }
 
 
+class BadQualityRequest(ValueError):
+    """The request cannot be run as given; nothing is written."""
+
+
 @dataclass(frozen=True)
 class QualityRequest:
     tables: tuple[str, ...]
@@ -61,6 +67,37 @@ class QualityRequest:
     end: datetime
     run_id: str
     docs_dir: Path | None  # None: lakehouse.quality.validate.default_docs_dir()
+
+    @classmethod
+    def checked(
+        cls,
+        layer: str | None,
+        tables: list[str],
+        start: datetime | None,
+        end: datetime | None,
+        run_id: str | None,
+        docs_dir: Path | None,
+        now: datetime,
+    ) -> QualityRequest:
+        """The tables of `layer` then `tables` (every layer when neither is given), in
+        [start, end): by default the DEFAULT_LOOKBACK up to now. BadQualityRequest says what
+        is wrong."""
+        unknown = [t for t in tables if t not in TIME_COLUMNS]
+        if unknown:
+            raise BadQualityRequest(
+                f"no data-quality suite for {', '.join(unknown)}; tables with a suite: "
+                f"{', '.join(LAYERS['all'])}"
+            )
+        layer = layer or (None if tables else "all")
+        chosen = tuple(dict.fromkeys([*(LAYERS[layer] if layer else ()), *tables]))
+        end = end or now
+        start = start or min(end, now) - DEFAULT_LOOKBACK
+        if start >= end:
+            raise BadQualityRequest(f"--from {iso(start)} is not before --to {iso(end)}")
+        run_id = f"manual:{now:%Y%m%dT%H%M%S.%fZ}" if run_id is None else run_id
+        if not run_id.strip():
+            raise BadQualityRequest("--run-id is empty")
+        return cls(chosen, start, end, run_id, docs_dir)
 
 
 def iso(moment: datetime) -> str:
@@ -92,6 +129,19 @@ class Validated:
     def page(self) -> str | None:
         page = self.result.data_docs_page
         return None if page is None else str(page)
+
+    def summary(self) -> str:
+        """One line: the verdict, the rows routed to quarantine and the checks broken."""
+        broken = ", ".join(
+            f"{c.check} -> {c.action.value}"
+            + ("" if c.unexpected_count is None else f" ({c.unexpected_count})")
+            for c in self.result.broken()
+        )
+        routed = f"; {self.quarantined} rows to dq.quality_quarantine" if self.quarantined else ""
+        return (
+            f"{self.table} (version {self.version}): {self.result.verdict.value} in "
+            f"{self.seconds:.1f} s{routed}{'; broken: ' + broken if broken else ''}"
+        )
 
 
 @dataclass

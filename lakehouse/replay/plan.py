@@ -32,6 +32,19 @@ class ReplayRequestError(ValueError):
     """The replay asked for cannot run as asked; the message says why and what to do."""
 
 
+def check_continuation(extend: str | None, given: dict[str, object]) -> None:
+    """A replay that continues where a version ended (`extend`, or a scheduled one when None)
+    is told where by nothing else: `given` are the other options by flag, with their values."""
+    conflicting = [flag for flag, value in given.items() if value]
+    if conflicting:
+        which = "--extend" if extend else "--scheduled"
+        raise ReplayRequestError(
+            f"{which} continues from where a version ended; it takes no {', '.join(conflicting)}"
+        )
+    if extend:
+        check_version_name(extend)
+
+
 def check_version_name(name: str) -> str:
     if not VERSION_PATTERN.fullmatch(name) or name == "live":
         raise ReplayRequestError(

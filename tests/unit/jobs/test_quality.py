@@ -9,18 +9,26 @@ import pytest
 
 import jobs.quality
 from jobs.contract import Exit
-from jobs.quality import BadArguments, build_parser, checked_request, main
+from jobs.quality import build_parser, main
 from lakehouse.core.config import load_settings
 from lakehouse.core.tables import QUALITY, table
 from lakehouse.core.times import EPOCH
-from lakehouse.quality.runs import LAYERS, TIME_COLUMNS, QualityRequest, event_time_bounds
-from lakehouse.quality.suites import suite_for
+from lakehouse.quality.runs import (
+    LAYERS,
+    TIME_COLUMNS,
+    BadQualityRequest,
+    QualityRequest,
+    event_time_bounds,
+)
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
 
 def request(*argv: str) -> QualityRequest:
-    return checked_request(build_parser().parse_args(list(argv)), NOW)
+    args = build_parser().parse_args(list(argv))
+    return QualityRequest.checked(
+        args.layer, args.tables, args.start, args.end, args.run_id, args.docs_dir, NOW
+    )
 
 
 def _went_too_far() -> None:
@@ -72,7 +80,7 @@ def test_bad_requests_are_refused_before_anything_runs(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    with pytest.raises(BadArguments, match=message):
+    with pytest.raises(BadQualityRequest, match=message):
         request(*argv)
     # main() refuses them before loading settings or starting Spark.
     monkeypatch.setattr(jobs.quality, "get_settings", _went_too_far)
@@ -113,6 +121,10 @@ def test_times_out_of_range_are_refused_in_one_line(
 
 
 def test_every_table_has_a_suite_a_time_column_and_a_registry_entry() -> None:
+    # Here, not at the top: Great Expectations takes seconds to import, and every test
+    # worker imports every test module.
+    from lakehouse.quality.suites import suite_for
+
     assert set(TIME_COLUMNS) == set(LAYERS["all"])
     bounds = event_time_bounds(request(), load_settings(environ={}))
     for name in LAYERS["all"]:

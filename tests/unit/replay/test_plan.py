@@ -13,6 +13,7 @@ from lakehouse.replay.plan import (
     ReplayPlan,
     ReplayRequestError,
     ReplayStart,
+    check_continuation,
     check_version_name,
     parse_offsets,
     records_done,
@@ -116,3 +117,14 @@ def test_records_done_counts_what_the_query_reached_within_the_plan() -> None:
     assert records_done(p, {0: 60, 1: 50}) == 100
     # Records appended after the plan was made do not count past 100%.
     assert records_done(p, {0: 500, 1: 70}) == 150
+
+
+def test_a_continuation_takes_no_other_start_and_extends_a_valid_name() -> None:
+    check_continuation("v1", {"--start": None, "--live": False})
+    check_continuation(None, {"--version": None})  # scheduled
+    with pytest.raises(ReplayRequestError, match=r"--extend .* takes no --start, --live$"):
+        check_continuation("v1", {"--start": "earliest", "--version": None, "--live": True})
+    with pytest.raises(ReplayRequestError, match=r"^--scheduled .* takes no --topic$"):
+        check_continuation(None, {"--topic": "t"})
+    with pytest.raises(ReplayRequestError, match="version"):
+        check_continuation("no such/name", {})
