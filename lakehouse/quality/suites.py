@@ -19,19 +19,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
-
-import great_expectations as gx
-import great_expectations.expectations as gxe
-from great_expectations.expectations.row_conditions import Column as RowColumn
-from great_expectations.expectations.row_conditions import (
-    ComparisonCondition,
-    NullityCondition,
-    Operator,
-)
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.core import events as contract
+from lakehouse.core.lazy import LazyModule
 from lakehouse.transforms.views import view
+
+if TYPE_CHECKING:
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+    from great_expectations.expectations import row_conditions
+else:
+    # Great Expectations takes seconds to import: it is imported when a suite is first built,
+    # not with this module (every test worker imports every test module, and so this one).
+    gx = LazyModule("great_expectations")
+    gxe = LazyModule("great_expectations.expectations")
+    row_conditions = LazyModule("great_expectations.expectations.row_conditions")
 
 
 class Action(StrEnum):
@@ -99,13 +102,14 @@ class EventTimeBounds:
 
 # --- the rows an expectation refuses, as a Spark SQL predicate --------------------------
 
+# GX's row-condition operators (by name) as Spark SQL.
 _SQL_OPERATORS = {
-    Operator.EQUAL: "=",
-    Operator.NOT_EQUAL: "<>",
-    Operator.LESS_THAN: "<",
-    Operator.LESS_THAN_OR_EQUAL: "<=",
-    Operator.GREATER_THAN: ">",
-    Operator.GREATER_THAN_OR_EQUAL: ">=",
+    "EQUAL": "=",
+    "NOT_EQUAL": "<>",
+    "LESS_THAN": "<",
+    "LESS_THAN_OR_EQUAL": "<=",
+    "GREATER_THAN": ">",
+    "GREATER_THAN_OR_EQUAL": ">=",
 }
 
 
@@ -126,15 +130,16 @@ def _ident(column: str) -> str:
 def _row_condition(condition: Any) -> str | None:
     if condition is None:
         return None
-    if isinstance(condition, NullityCondition):
+    if isinstance(condition, row_conditions.NullityCondition):
         return f"{_ident(condition.column.name)} IS {'' if condition.is_null else 'NOT '}NULL"
-    if isinstance(condition, ComparisonCondition):
+    if isinstance(condition, row_conditions.ComparisonCondition):
         column = _ident(condition.column.name)
-        if condition.operator in (Operator.IN, Operator.NOT_IN):
+        operator = row_conditions.Operator(condition.operator).name
+        if operator in ("IN", "NOT_IN"):
             values = ", ".join(_literal(v) for v in condition.parameter)
-            negate = "NOT " if condition.operator is Operator.NOT_IN else ""
+            negate = "NOT " if operator == "NOT_IN" else ""
             return f"{column} {negate}IN ({values})"
-        return f"{column} {_SQL_OPERATORS[condition.operator]} {_literal(condition.parameter)}"
+        return f"{column} {_SQL_OPERATORS[operator]} {_literal(condition.parameter)}"
     raise TypeError(f"row condition {condition!r} is not supported for quarantine checks")
 
 
@@ -275,7 +280,7 @@ def silver_events_suite(bounds: EventTimeBounds) -> Suite:
         Check(
             "purchase_amount_not_null",
             gxe.ExpectColumnValuesToNotBeNull(
-                column="amount", row_condition=RowColumn("event_type") == "purchase"
+                column="amount", row_condition=row_conditions.Column("event_type") == "purchase"
             ),
             Action.QUARANTINE,
         ),

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-import great_expectations.expectations as gxe
 import pytest
 
 from lakehouse.core.frames import rows_frame
@@ -20,7 +19,6 @@ from lakehouse.quality.suites import (
     Suite,
     active_users_suite,
     bronze_events_raw_suite,
-    event_counts_suite,
     quarantine_suite,
     silver_events_suite,
     suite_for,
@@ -149,8 +147,11 @@ def validate(df, suite: Suite, **kwargs: Any) -> SuiteResult:
     return validate_dataframe(df, suite, **{"cache": True, "examples": 0, **kwargs})
 
 
-def run(spark, suite: Suite, schema: str, *rows: tuple, **kwargs: Any) -> SuiteResult:
-    return validate(rows_frame(spark, list(rows), schema), suite, **kwargs)
+def run(spark, suite: Suite | str, schema: str, *rows: tuple, **kwargs: Any) -> SuiteResult:
+    """Validate `rows` with `suite`, or with the suite of the table it names (parameters name
+    suites: they are built as a test runs, not as every test worker collects this module)."""
+    chosen = suite_for(suite, BOUNDS) if isinstance(suite, str) else suite
+    return validate(rows_frame(spark, list(rows), schema), chosen, **kwargs)
 
 
 def broken(result: SuiteResult) -> dict[str, tuple[Action, int | None]]:
@@ -163,12 +164,12 @@ def broken(result: SuiteResult) -> dict[str, tuple[Action, int | None]]:
 @pytest.mark.parametrize(
     ("suite", "schema", "rows"),
     [
-        (bronze_events_raw_suite(), RAW, [raw(0), raw(1)]),
-        (silver_events_suite(BOUNDS), SILVER, [silver(0), silver(1)]),
-        (quarantine_suite(), QUARANTINE, [quarantined(0), quarantined(1, ["a", "b"])]),
-        (event_counts_suite(), COUNTS, [count_row(T), count_row(T + MINUTE)]),
-        (active_users_suite(), ACTIVE, [active_row(T), active_row(T + MINUTE)]),
-        (user_sessions_suite(), SESSIONS, [session_row(T), session_row(T + 60 * MINUTE)]),
+        ("bronze.events_raw", RAW, [raw(0), raw(1)]),
+        ("silver.events", SILVER, [silver(0), silver(1)]),
+        ("bronze.quarantine", QUARANTINE, [quarantined(0), quarantined(1, ["a", "b"])]),
+        ("speed.event_counts_1m", COUNTS, [count_row(T), count_row(T + MINUTE)]),
+        ("speed.active_users_10m", ACTIVE, [active_row(T), active_row(T + MINUTE)]),
+        ("speed.user_sessions", SESSIONS, [session_row(T), session_row(T + 60 * MINUTE)]),
     ],
     ids=["events_raw", "silver", "quarantine", "counts", "active_users", "sessions"],
 )
@@ -295,14 +296,19 @@ def test_a_quarantine_row_without_reason_fails_the_run(spark, row, check) -> Non
     ("suite", "schema", "rows", "check"),
     [
         (
-            event_counts_suite(),
+            "speed.event_counts_1m",
             COUNTS,
             [count_row(), count_row()],
             "window_start_event_type_unique",
         ),
-        (active_users_suite(), ACTIVE, [active_row(), active_row()], "window_start_page_unique"),
         (
-            user_sessions_suite(),
+            "speed.active_users_10m",
+            ACTIVE,
+            [active_row(), active_row()],
+            "window_start_page_unique",
+        ),
+        (
+            "speed.user_sessions",
             SESSIONS,
             [session_row(), session_row(end=T + MINUTE)],
             "user_id_session_start_unique",
@@ -319,31 +325,31 @@ def test_a_duplicate_view_key_fails_the_run(spark, suite, schema, rows, check) -
     ("suite", "schema", "row", "checks"),
     [
         (
-            event_counts_suite(),
+            "speed.event_counts_1m",
             COUNTS,
             count_row(length=2 * MINUTE),
             {"window_bounds_consistent"},
         ),
         (
-            event_counts_suite(),
+            "speed.event_counts_1m",
             COUNTS,
             count_row(start=T + timedelta(seconds=30)),
             {"window_bounds_consistent"},
         ),
         (
-            active_users_suite(),
+            "speed.active_users_10m",
             ACTIVE,
             active_row(length=MINUTE),
             {"window_bounds_consistent"},
         ),
         (
-            user_sessions_suite(),
+            "speed.user_sessions",
             SESSIONS,
             session_row(end=T - MINUTE),
             {"session_end_not_before_start"},
         ),
         (
-            user_sessions_suite(),
+            "speed.user_sessions",
             SESSIONS,
             session_row(duration_seconds=1),
             {"duration_matches_bounds"},
@@ -362,14 +368,14 @@ def test_inconsistent_window_bounds_fail_the_run(spark, suite, schema, row, chec
 @pytest.mark.parametrize(
     ("suite", "schema", "row", "check"),
     [
-        (event_counts_suite(), COUNTS, count_row(events=-1), "events_not_negative"),
+        ("speed.event_counts_1m", COUNTS, count_row(events=-1), "events_not_negative"),
         (
-            active_users_suite(),
+            "speed.active_users_10m",
             ACTIVE,
             active_row(users=[], active_users=-1),
             "active_users_not_negative",
         ),
-        (user_sessions_suite(), SESSIONS, session_row(events=-4), "events_not_negative"),
+        ("speed.user_sessions", SESSIONS, session_row(events=-4), "events_not_negative"),
     ],
     ids=["counts", "active_users", "sessions"],
 )
@@ -388,6 +394,8 @@ def test_active_users_must_match_the_user_set(spark) -> None:
 
 
 def test_only_row_level_expectations_can_route_rows() -> None:
+    import great_expectations.expectations as gxe
+
     with pytest.raises(TypeError, match="cannot route rows"):
         Check("x", gxe.ExpectColumnValuesToBeUnique(column="event_id"), Action.QUARANTINE)
 
