@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from infra.bootstrap import missing_venv_files, venv_dir
 
 
@@ -32,3 +34,11 @@ def test_a_listed_file_gone_is_reported_and_bytecode_is_not_required(tmp_path: P
 
 def test_the_venv_these_tests_run_in_is_intact() -> None:
     assert missing_venv_files(venv_dir()) == []
+
+
+@pytest.mark.parametrize("package", ["great_expectations", "airflow", "pyspark", "pandas"])
+def test_the_venv_s_packages_are_compiled_once_not_by_every_process(package: str) -> None:
+    """Every job, task and test worker imports these: compiled at setup, not on each import
+    (where PYTHONDONTWRITEBYTECODE is set, nothing would ever cache them)."""
+    [site] = venv_dir().glob("lib/python3.11/site-packages")
+    assert list((site / package / "__pycache__").glob("__init__.cpython-311*.pyc")), package
