@@ -68,3 +68,14 @@ def test_the_long_unit_modules_the_scheduler_starts_first_exist() -> None:
     from tests.scheduling import LONG_UNIT_MODULES
 
     assert [m for m in LONG_UNIT_MODULES if not (REPO / m).is_file()] == []
+
+
+def test_every_job_is_a_thin_entry_point() -> None:
+    """Parse the arguments, call the library, print, return an exit status: a job longer than
+    this holds work that belongs to the library."""
+    longer = {
+        str(path.relative_to(REPO)): lines
+        for path in sorted((REPO / "jobs").glob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > 150
+    }
+    assert longer == {}
