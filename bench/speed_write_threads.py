@@ -1,16 +1,18 @@
-"""How much sooner does a micro-batch finish with its table writes side by side, or with
-another number of tasks rebuilding Delta's table state?
+"""How much sooner does a micro-batch finish with its table writes side by side, with
+another number of tasks rebuilding Delta's table state, or with another value of any Spark
+setting?
 
     .venv/bin/python -m bench.speed_write_threads [--batches 30] [--events-per-batch 300 2500]
-                                                  [--threads 1 4 | --delta-log-tasks 4 1]
-                                                  [--minutes-per-batch 0.1] [--backlog]
+                        [--threads 1 4 | --delta-log-tasks 4 1 | --conf KEY VALUE VALUE ...]
+                        [--minutes-per-batch 0.1] [--backlog]
 
 The same micro-batches (bench.speed_aging's synthetic Kafka records, --minutes-per-batch of
 event time each) go through one speed-layer processor per variant, each writing its own
 tables, in one process and interleaved batch by batch (the order alternating), so that a busy
 moment of this noisy machine falls on every variant alike. The variants are the values of
-`speed.write_threads` (--threads, the default) or of `spark.delta_log_tasks`
-(--delta-log-tasks, set on the session around each batch; the other setting as configured).
+`speed.write_threads` (--threads, the default), of `spark.delta_log_tasks` (--delta-log-tasks)
+or of the Spark setting KEY (--conf); a setting is set on the session around each batch, and
+the MERGEs' own sessions carry it over (as they do `lakehouse.core.spark.HOW_TO_RUN`).
 The figure is each variant's median batch time over the first variant's, after a warm-up of
 5 batches. Nothing waits in Kafka after a batch, so each runs as a small one (interpreted
 projections); with --backlog, as part of a catch-up (generated code), e.g.
@@ -32,6 +34,7 @@ from typing import Any
 from bench.report import save_results
 from bench.speed_aging import OUT, kafka_batch
 from bench.speed_layer import bench_settings
+from lakehouse.core import delta_io
 from lakehouse.core.spark import DELTA_LOG_TASKS
 from lakehouse.speed.micro_batch import MicroBatchProcessor
 
@@ -42,7 +45,7 @@ WARM_UP_BATCHES = 5
 class Variant:
     label: str
     write_threads: int | None = None  # None: as configured
-    delta_log_tasks: int | None = None
+    conf: tuple[str, str] | None = None  # a Spark setting and its value
 
 
 def run(
@@ -67,14 +70,16 @@ def run(
         processors.append(MicroBatchProcessor(settings, OUT, str(checkpoint), lag.copy))
         seconds.append([])
     assert spark is not None, "at least one variant"
+    keys = {v.conf[0] for v in variants if v.conf is not None}
+    delta_io.HOW_TO_RUN = tuple(dict.fromkeys([*delta_io.HOW_TO_RUN, *keys]))
     start = datetime.now(UTC) - timedelta(minutes=batches * minutes + 5)
     for index in range(batches):
         batch = kafka_batch(spark, index, events, start, minutes).localCheckpoint()
         order = list(range(len(variants)))
         for i in order if index % 2 == 0 else reversed(order):
-            if variants[i].delta_log_tasks is not None:
-                # The session's runtime setting; merge_once's own sessions carry it over.
-                spark.conf.set(DELTA_LOG_TASKS, str(variants[i].delta_log_tasks))
+            conf = variants[i].conf
+            if conf is not None:
+                spark.conf.set(*conf)
             began = time.monotonic()
             processors[i](batch, index)
             seconds[i].append(time.monotonic() - began)
@@ -104,15 +109,19 @@ def main() -> None:
     vary = parser.add_mutually_exclusive_group()
     vary.add_argument("--threads", type=int, nargs="+")
     vary.add_argument("--delta-log-tasks", type=int, nargs="+")
+    vary.add_argument("--conf", nargs="+", metavar=("KEY", "VALUE"))
     parser.add_argument("--minutes-per-batch", type=float, default=0.1)
     parser.add_argument("--backlog", action="store_true")
     args = parser.parse_args()
     if args.batches <= WARM_UP_BATCHES + 1:
         parser.error(f"--batches must be more than {WARM_UP_BATCHES + 1}")
+    if args.conf and len(args.conf) < 3:
+        parser.error("--conf takes a setting and at least two values")
     if args.delta_log_tasks:
-        variants = [
-            Variant(f"delta_log_tasks_{n}", delta_log_tasks=n) for n in args.delta_log_tasks
-        ]
+        args.conf = [DELTA_LOG_TASKS, *(str(n) for n in args.delta_log_tasks)]
+    if args.conf:
+        key, *values = args.conf
+        variants = [Variant(f"{key}={value}", conf=(key, value)) for value in values]
     else:
         variants = [Variant(str(t), write_threads=t) for t in args.threads or [1, 4]]
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")

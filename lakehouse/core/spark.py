@@ -272,7 +272,7 @@ PROJECTIONS = "spark.sql.codegen.factoryMode"
 # Settings that change how a session's jobs run, never what they compute. A session made for
 # one write (lakehouse.core.delta_io.merge_once) starts from the application's settings, so it
 # carries these over from the session it serves, which may have changed them.
-HOW_TO_RUN = (PROJECTIONS, DELTA_LOG_TASKS)
+HOW_TO_RUN: tuple[str, ...] = (PROJECTIONS, DELTA_LOG_TASKS)
 
 
 @contextmanager
