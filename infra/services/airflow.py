@@ -19,7 +19,14 @@ from pathlib import Path
 from infra.services.base import Service
 from lakehouse.core import secrets
 from lakehouse.core.paths import REPO_ROOT
-from lakehouse.core.processes import Proc, ServiceError, require_free_port, wait_until
+from lakehouse.core.processes import (
+    Proc,
+    ServiceError,
+    processes_with_env,
+    require_free_port,
+    stop_processes,
+    wait_until,
+)
 
 COMPONENTS = {
     "airflow-api-server": ["api-server"],
@@ -39,6 +46,17 @@ class Airflow(Service):
 
     def procs(self) -> list[Proc]:
         return [self.proc(name) for name in COMPONENTS]
+
+    def stop(self) -> bool:
+        """The components, then what their tasks left running: a task under way (its
+        supervisor, the job it runs, the job's JVM) lives in a session of its own and
+        outlives the scheduler that started it. Every one of them carries this AIRFLOW_HOME."""
+        stopped = super().stop()
+        left = processes_with_env("AIRFLOW_HOME", str(self.data))
+        if left:
+            print(f"==> airflow: stopping {len(left)} task processes still running", flush=True)
+            stop_processes(left)
+        return stopped or bool(left)
 
     def address(self) -> str:
         svc = self.ctx.settings.services

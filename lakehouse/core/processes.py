@@ -112,6 +112,36 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
             os.kill(pid, sig)
 
 
+def processes_with_env(name: str, value: str) -> list[int]:
+    """This user's processes (but this one) whose environment sets `name` to `value`: what a
+    service's processes started, however they detached themselves (a new session, a parent
+    that died). Read from /proc; none where there is no /proc."""
+    wanted = f"{name}={value}".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone, or another user's
+            continue
+        if wanted in environ.split(b"\0") and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def stop_processes(pids: list[int], timeout: float = 30) -> None:
+    """SIGTERM each of `pids`, then SIGKILL those still running after `timeout`."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.3)
+    for pid in pids:
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def stop_on_signals() -> threading.Event:
     """An event set by Ctrl-C or SIGTERM (an Airflow task being killed), for a loop that ends
     cleanly at its next step instead of dying halfway."""
