@@ -9,8 +9,10 @@ so the log servers are not needed (--skip-serve-logs).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -34,7 +36,17 @@ COMPONENTS = {
     "airflow-dag-processor": ["dag-processor"],
     "airflow-triggerer": ["triggerer", "--skip-serve-logs"],
 }
+SQLITE_BUSY_SECONDS = 60
 SIMPLE_AUTH = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+
+
+def write_ahead_log(database: Path) -> None:
+    """The database in write-ahead-log mode (kept in the file): readers no longer block the
+    writer nor it them, so the API's reads and the scheduler's writes stop queuing on one lock."""
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if mode != "wal":
+        raise ServiceError(f"airflow: {database} refused write-ahead-log mode (it says {mode!r})")
 
 
 def airflow_bin() -> str:
@@ -64,6 +76,12 @@ class Airflow(Service):
 
     def password_file(self) -> Path:
         return self.data / "passwords.json"
+
+    def database_url(self) -> str:
+        """SQLite, whose one writer at a time makes the others wait: up to SQLITE_BUSY_SECONDS
+        (the driver's default, 5 s, is shorter than a busy scheduler's write, and a request
+        that waits longer fails with "database is locked", a 500 from the API)."""
+        return f"sqlite:///{self.data / 'airflow.db'}?timeout={SQLITE_BUSY_SECONDS}"
 
     def env(self) -> dict[str, str]:
         svc = self.ctx.settings.services
@@ -97,7 +115,7 @@ class Airflow(Service):
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.password_file()),
             "AIRFLOW__CORE__FERNET_KEY": found["AIRFLOW_FERNET_KEY"],
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.address()}/execution/",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database_url(),
             "AIRFLOW__API__HOST": svc.bind_host,
             "AIRFLOW__API__PORT": str(svc.airflow_port),
             "AIRFLOW__API__WORKERS": "1",
@@ -178,6 +196,7 @@ class Airflow(Service):
         if result.returncode != 0:
             tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
             raise ServiceError("airflow: `airflow db migrate` failed:\n" + "\n".join(tail))
+        write_ahead_log(self.data / "airflow.db")
 
     def _write_password_file(self) -> None:
         password = secrets.read_secrets()["AIRFLOW_ADMIN_PASSWORD"]

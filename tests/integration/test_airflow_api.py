@@ -3,6 +3,9 @@ log in, find the platform_health DAG, run it, and see both checks pass."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +31,7 @@ from tests.integration.airflow_client import (
 DAG_ID = "platform_health"
 TASK_IDS = {"check_kafka": "Kafka at ", "check_storage": "storage at "}
 RUN_TIMEOUT = 180
+LOCK_HELD_SECONDS = 8  # longer than the SQLite driver's default wait, 5 s
 
 
 @pytest.fixture(scope="module")
@@ -86,4 +90,34 @@ def test_the_demo_unpauses_the_chain_as_the_admin(api: Api) -> None:
         unpause_chain([dag_id])
         assert api.call("GET", f"/dags/{dag_id}").json()["is_paused"] is False
     finally:
+        api.call("PATCH", f"/dags/{dag_id}", json={"is_paused": before})
+
+
+def test_a_request_waits_for_the_database_lock_instead_of_failing(api: Api) -> None:
+    """SQLite has one writer at a time. A writer holding its lock longer than the driver's
+    default wait (5 s), as a busy scheduler does, must delay an API request, not fail it with
+    "database is locked" (a 500)."""
+    from infra.services.airflow import Airflow
+    from infra.services.base import Context
+    from lakehouse.core.config import get_settings
+    from lakehouse.core.paths import state_dir
+
+    dag_id = "promote_version"
+    wait_parsed(api, dag_id)
+    before = api.call("GET", f"/dags/{dag_id}").json()["is_paused"]
+    database = Airflow(Context(settings=get_settings(), state=state_dir())).data / "airflow.db"
+    holder = sqlite3.connect(database, timeout=60, check_same_thread=False)
+    try:
+        assert holder.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, as a scheduler's transaction holds it
+        release = threading.Timer(LOCK_HELD_SECONDS, holder.commit)
+        release.start()
+        started = time.monotonic()
+        reply = api.call("PATCH", f"/dags/{dag_id}", json={"is_paused": not before})
+        waited = time.monotonic() - started
+        release.join()
+        assert reply.status_code == 200, f"{reply.status_code} {reply.text[:500]}"
+        assert waited >= LOCK_HELD_SECONDS - 1, f"did not wait for the lock ({waited:.1f} s)"
+    finally:
+        holder.close()
         api.call("PATCH", f"/dags/{dag_id}", json={"is_paused": before})
