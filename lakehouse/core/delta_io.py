@@ -18,7 +18,7 @@ from lakehouse.core.times import from_micros
 
 if TYPE_CHECKING:
     from delta.tables import DeltaMergeBuilder
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 
@@ -194,12 +194,24 @@ def conformed(df: DataFrame, table: Table) -> DataFrame:
 
 
 def append_once(df: DataFrame, table: Table, settings: Settings, app_id: str, version: int) -> None:
+    appender(df, table).option("txnAppId", app_id).option("txnVersion", version).save(
+        table.path(settings)
+    )
+
+
+def append_new(df: DataFrame, table: Table, settings: Settings) -> None:
+    """Append rows the caller knows no earlier write holds, with no transaction id: Delta's
+    check of one (append_once) rebuilds the table's state from its log, most of a small
+    append's time."""
+    appender(df, table).save(table.path(settings))
+
+
+def appender(df: DataFrame, table: Table) -> DataFrameWriter:
+    """The append of `df` to `table`, but for where: its declared columns, layout and settings."""
     writer = (
         with_layout(conformed(df, table), table)
         .write.format("delta")
         .mode("append")
-        .option("txnAppId", app_id)
-        .option("txnVersion", version)
         # A table created before its declaration gained a column takes it on: the rows
         # conform to the declaration, so nothing else can change its schema this way.
         .option("mergeSchema", "true")
@@ -211,7 +223,7 @@ def append_once(df: DataFrame, table: Table, settings: Settings, app_id: str, ve
         writer = writer.option("delta.checkpointInterval", table.checkpoint_interval)
     if table.stats_columns:
         writer = writer.option("delta.dataSkippingStatsColumns", ",".join(table.stats_columns))
-    writer.save(table.path(settings))
+    return writer
 
 
 def merge_once(

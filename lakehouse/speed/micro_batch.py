@@ -8,7 +8,9 @@
     ops.speed_progress  <- one row: counts, watermark, lag, freshness  (written last)
 
 Exactly-once: every write carries (txnAppId, txnVersion) = (this output's writer id, batch id),
-so a batch Spark replays after a crash skips what it already committed. Replaying must also
+so a batch Spark replays after a crash skips what it already committed; the progress row, keyed
+by the same pair, is looked up instead whenever the batch may have been tried before. Replaying
+must also
 *decide* the same things, so the decisions use state pinned by the previous batch's progress
 row: the watermark in force and the silver version to deduplicate against. A failed write
 raises: the batch fails and is retried, never half-committed and forgotten.
@@ -29,6 +31,7 @@ from pyspark.sql import functions as F
 from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
+    append_new,
     append_once,
     compact_small_files,
     merge_once,
@@ -324,6 +327,9 @@ class MicroBatchProcessor:
         self._committed: tuple[str, int, PinnedState] | None = None
         # The event_ids silver holds, for the silver version the next batch pins.
         self._seen: SeenEvents | None = None
+        # (app id, batch id) of the last batch begun here: a batch begun again (its first try
+        # failed) may have written anything.
+        self._begun: tuple[str, int] | None = None
 
     def app_id(self, spark: SparkSession) -> str:
         # The checkpoint's query id: stable across restarts, new if the checkpoint is reset,
@@ -336,13 +342,21 @@ class MicroBatchProcessor:
         started = time.monotonic()
         spark = batch.sparkSession
         app = self.app_id(spark)
+        # Nothing of this batch can have been written yet when this processor wrote the batch
+        # before it and has not begun this one: not after a restart, nor on a retry.
+        untouched = (
+            self._committed is not None
+            and self._committed[:2] == (app, batch_id)
+            and self._begun != (app, batch_id)
+        )
+        self._begun = (app, batch_id)
         pinned = self.pinned_state(spark, app, batch_id)
         # How the work is run, never what it decides: the same results either way.
         small = (
             pinned.waiting is not None and pinned.waiting < self.settings.speed.small_batch_records
         )
         with interpreted_projections(spark, small):
-            self.process(batch, batch_id, app, pinned, started)
+            self.process(batch, batch_id, app, pinned, started, untouched)
 
     def process(
         self,
@@ -351,6 +365,7 @@ class MicroBatchProcessor:
         app: str,
         pinned: PinnedState,
         started: float,
+        untouched: bool = False,
     ) -> None:
         spark = batch.sparkSession
         out, settings = self.outputs, self.settings
@@ -463,7 +478,10 @@ class MicroBatchProcessor:
                         "newest_event_time": F.timestamp_micros("newest_event_micros"),
                     }
                 )
-                append_once(progress, out.progress, settings, app, batch_id)
+                # Keyed by (app_id, batch_id): looked up, not left to Delta's transaction check,
+                # which costs a rebuild of the table's state every batch (delta_io.append_new).
+                if untouched or not self.progress_written(spark, app, batch_id):
+                    append_new(progress, out.progress, settings)
             self._committed = (app, batch_id + 1, pinned_from(row))
             self.seen.add(added, row["silver_version"])
         finally:
@@ -517,6 +535,13 @@ class MicroBatchProcessor:
             .collect()
         )
         return pinned_from(rows[0].asDict()) if rows else PinnedState()
+
+    def progress_written(self, spark: SparkSession, app: str, batch_id: int) -> bool:
+        """Whether a try of this batch got as far as its progress row (and so wrote the rest)."""
+        if not table_exists(spark, self.outputs.progress, self.settings):
+            return False
+        rows = spark.read.format("delta").load(self.outputs.progress.path(self.settings))
+        return not rows.where((F.col("app_id") == app) & (F.col("batch_id") == batch_id)).isEmpty()
 
     def new_events(self, spark: SparkSession, accepted: DataFrame, pinned: PinnedState) -> Dedup:
         """Accepted events not seen before: first delivery within the batch, and not already
