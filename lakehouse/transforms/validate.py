@@ -8,10 +8,12 @@ table, or a replay.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING
 
+from pyspark import SparkContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType
@@ -170,34 +172,56 @@ def _reason_bits(rules: ValidationRules) -> Column:
     return oversized.bitwiseOR(F.when(F.col("event").isNull(), unreadable).otherwise(content))
 
 
-def validate_events(parsed: DataFrame, rules: ValidationRules) -> DataFrame:
-    """Parsed bronze rows -> bronze rows with `reason_bits` and the event's fields as columns.
+@dataclass(frozen=True)
+class _Judgement:
+    """The columns validate_events adds, in the projections that add them."""
 
-    The parsed `event` struct is dropped: it repeats the whole value, and a micro-batch is
-    cached after this step."""
-    read = reduce(DataFrame.withColumns, _typed_columns(), parsed)
-    typed = read.withColumns(
-        {_EVENT_TIME: _iso_timestamp("event_time"), _SENT_AT: _iso_timestamp("sent_at")}
-    )
-    # Exploding a one-element array is a barrier for the optimizer, as in parse_events:
-    # without it, a filter on reason_bits (accepted_events) or on event_time (the batch
-    # layer's) is pushed below this projection, inlined, so every rule and timestamp
-    # conversion runs once in the filter and again here. Both come out of the barrier.
-    judged = typed.withColumn("_bits", _reason_bits(rules)).select(
-        "*",
-        F.explode(
+    typed: list[dict[str, Column]]
+    times: dict[str, Column]
+    bits: Column
+    judged: Column
+    fields: dict[str, Column]
+
+
+def _judgement(rules: ValidationRules) -> _Judgement:
+    """Built once per rules and JVM: building them is hundreds of calls into the JVM, about a
+    third of a second, and a micro-batch validates every batch. A column is an expression not
+    yet bound to any data, so the same one serves every DataFrame."""
+    return _judgements(rules, SparkContext._gateway)
+
+
+@functools.cache
+def _judgements(rules: ValidationRules, jvm: object) -> _Judgement:
+    return _Judgement(
+        typed=_typed_columns(),
+        times={_EVENT_TIME: _iso_timestamp("event_time"), _SENT_AT: _iso_timestamp("sent_at")},
+        bits=_reason_bits(rules),
+        judged=F.explode(
             F.array(F.struct(F.col("_bits").alias("bits"), F.col(_EVENT_TIME).alias("time")))
         ).alias("_judged"),
-    )
-    return judged.withColumns(
-        {
+        fields={
             **{f: _text(f) for f in TEXT_FIELDS},
             "reason_bits": F.col("_judged.bits"),
             "event_time": F.col("_judged.time"),
             "sent_at": F.col(_SENT_AT),
             "amount": F.when(_text("event_type") == "purchase", F.col(_AMOUNT)),
-        }
-    ).drop(
+        },
+    )
+
+
+def validate_events(parsed: DataFrame, rules: ValidationRules) -> DataFrame:
+    """Parsed bronze rows -> bronze rows with `reason_bits` and the event's fields as columns.
+
+    The parsed `event` struct is dropped: it repeats the whole value, and a micro-batch is
+    cached after this step."""
+    judgement = _judgement(rules)
+    typed = reduce(DataFrame.withColumns, judgement.typed, parsed).withColumns(judgement.times)
+    # Exploding a one-element array is a barrier for the optimizer, as in parse_events:
+    # without it, a filter on reason_bits (accepted_events) or on event_time (the batch
+    # layer's) is pushed below this projection, inlined, so every rule and timestamp
+    # conversion runs once in the filter and again here. Both come out of the barrier.
+    judged = typed.withColumn("_bits", judgement.bits).select("*", judgement.judged)
+    return judged.withColumns(judgement.fields).drop(
         "event", "_bits", "_judged", _EVENT_TIME, _SENT_AT, _AMOUNT, _AMOUNT_GIVEN, *_WORK_COLUMNS
     )
 
@@ -250,7 +274,14 @@ def quarantine_rows(records: DataFrame, why: Column, reason: Column) -> DataFram
     )
 
 
+@functools.cache
+def _reasons_of_the_bits(jvm: object) -> Column:
+    """reasons() of the `reason_bits` column, built once per JVM (as _judgement)."""
+    return reasons(F.col("reason_bits"))
+
+
 def quarantined_records(validated: DataFrame) -> DataFrame:
     """Rows that break a rule: the raw record, its Kafka coordinates and every reason."""
-    broken = validated.where(~is_accepted()).withColumn("reasons", reasons(F.col("reason_bits")))
+    spelled = _reasons_of_the_bits(SparkContext._gateway)
+    broken = validated.where(~is_accepted()).withColumn("reasons", spelled)
     return quarantine_rows(broken, F.col("reasons"), F.array_join("reasons", "; "))
