@@ -10,10 +10,9 @@
 Exactly-once: every write carries (txnAppId, txnVersion) = (this output's writer id, batch id),
 so a batch Spark replays after a crash skips what it already committed; the progress row, keyed
 by the same pair, is looked up instead whenever the batch may have been tried before. Replaying
-must also
-*decide* the same things, so the decisions use state pinned by the previous batch's progress
-row: the watermark in force and the silver version to deduplicate against. A failed write
-raises: the batch fails and is retried, never half-committed and forgotten.
+must also *decide* the same things, so the decisions use state pinned by the previous batch's
+progress row: the watermark in force and the silver version to deduplicate against. A failed
+write raises: the batch fails and is retried, never half-committed and forgotten.
 """
 
 from __future__ import annotations

@@ -184,9 +184,9 @@ class _Judgement:
 
 
 def _judgement(rules: ValidationRules) -> _Judgement:
-    """Built once per rules and JVM: building them is hundreds of calls into the JVM, about a
-    third of a second, and a micro-batch validates every batch. A column is an expression not
-    yet bound to any data, so the same one serves every DataFrame."""
+    """Built once per rules and JVM: building them takes hundreds of calls into the JVM, and a
+    micro-batch validates every batch. A column is an expression not yet bound to any data, so
+    the same one serves every DataFrame."""
     return _judgements(rules, SparkContext._gateway)
 
 
