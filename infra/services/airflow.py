@@ -77,11 +77,14 @@ class Airflow(Service):
     def password_file(self) -> Path:
         return self.data / "passwords.json"
 
+    def database(self) -> Path:
+        return self.data / "airflow.db"
+
     def database_url(self) -> str:
         """SQLite, whose one writer at a time makes the others wait: up to SQLITE_BUSY_SECONDS
         (the driver's default, 5 s, is shorter than a busy scheduler's write, and a request
         that waits longer fails with "database is locked", a 500 from the API)."""
-        return f"sqlite:///{self.data / 'airflow.db'}?timeout={SQLITE_BUSY_SECONDS}"
+        return f"sqlite:///{self.database()}?timeout={SQLITE_BUSY_SECONDS}"
 
     def env(self) -> dict[str, str]:
         svc = self.ctx.settings.services
@@ -196,7 +199,7 @@ class Airflow(Service):
         if result.returncode != 0:
             tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
             raise ServiceError("airflow: `airflow db migrate` failed:\n" + "\n".join(tail))
-        write_ahead_log(self.data / "airflow.db")
+        write_ahead_log(self.database())
 
     def _write_password_file(self) -> None:
         password = secrets.read_secrets()["AIRFLOW_ADMIN_PASSWORD"]

@@ -368,7 +368,7 @@ class MicroBatchProcessor:
         app: str,
         pinned: PinnedState,
         started: float,
-        untouched: bool = False,
+        untouched: bool,
     ) -> None:
         spark = batch.sparkSession
         out, settings = self.outputs, self.settings

@@ -105,7 +105,7 @@ def test_a_request_waits_for_the_database_lock_instead_of_failing(api: Api) -> N
     dag_id = "promote_version"
     wait_parsed(api, dag_id)
     before = api.call("GET", f"/dags/{dag_id}").json()["is_paused"]
-    database = Airflow(Context(settings=get_settings(), state=state_dir())).data / "airflow.db"
+    database = Airflow(Context(settings=get_settings(), state=state_dir())).database()
     holder = sqlite3.connect(database, timeout=60, check_same_thread=False)
     try:
         assert holder.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
