@@ -45,7 +45,10 @@ TEST_DRIVER_MEMORY = "2g"
 # The jobs and DAG tasks the tests start live for seconds to minutes, running each query a
 # few times: the optimizing compiler (C2) would spend more CPU compiling than its code saves
 # (docs/testing.md). A run's own driver may keep it: tests/conftest.py `driver_settings`.
-TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# C1 alone gets a client VM's 48 MB code cache, which Spark and Delta fill within minutes; a
+# full cache makes the JVM throw compiled code away and compile it again, or stop compiling.
+# The size the JVM gives both compilers keeps it from filling.
+TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 
 def state_folder(env: Mapping[str, str] | None = None) -> Path:
