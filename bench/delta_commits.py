@@ -7,7 +7,8 @@ exactly-once check (the txnAppId/txnVersion write options) asks the table's snap
 transactions, and Delta 4.4 rebuilds the snapshot's state from the log for that, in Spark
 jobs of its own. Timed here on local disk, in one process, the variants alternating commit by
 commit: an append with a transaction id (lakehouse.core.delta_io.append_once), the same append
-without (append_new), and a MERGE that updates and inserts a few rows of a small table. The
+without (append_new), and a MERGE that updates and inserts a few rows of a small table, its
+source copied first as Delta does by default (merge) or read as it is (merge_source_as_is). The
 figures are medians after a warm-up, and each variant's ratio to the plain append. Results go
 to bench/results/delta_commits-<timestamp>.json.
 """
@@ -26,6 +27,7 @@ from typing import Any
 from bench.report import save_results
 
 WARM_UP_COMMITS = 4
+MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
 
 def variants(spark: Any, folder: Path, rows: int) -> dict[str, Callable[[int], None]]:
@@ -34,8 +36,10 @@ def variants(spark: Any, folder: Path, rows: int) -> dict[str, Callable[[int], N
 
     frame = spark.range(rows).selectExpr("id AS k", "CAST(id AS STRING) AS v", "1L AS n")
     frame = frame.coalesce(1).localCheckpoint()
-    paths = {name: str(folder / name) for name in ("append_once", "append_new", "merge")}
-    frame.write.format("delta").save(paths["merge"])
+    names = ("append_once", "append_new", "merge", "merge_source_as_is")
+    paths = {name: str(folder / name) for name in names}
+    for name in ("merge", "merge_source_as_is"):
+        frame.write.format("delta").save(paths[name])
 
     def append(path: str, txn: bool) -> Callable[[int], None]:
         def commit(i: int) -> None:
@@ -46,21 +50,29 @@ def variants(spark: Any, folder: Path, rows: int) -> dict[str, Callable[[int], N
 
         return commit
 
-    def merge(i: int) -> None:
-        source = frame.selectExpr(f"k + {i} * {rows // 2} AS k", "v", "n")
-        (
-            DeltaTable.forPath(spark, paths["merge"])
-            .alias("t")
-            .merge(source.alias("s"), "t.k = s.k")
-            .whenMatchedUpdate(set={"n": "t.n + s.n"})
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
+    def merge(path: str, materialize: str) -> Callable[[int], None]:
+        session = spark.newSession()
+        session.conf.set(MATERIALIZE_SOURCE, materialize)
+
+        def commit(i: int) -> None:
+            source = frame.selectExpr(f"k + {i} * {rows // 2} AS k", "v", "n")
+            (
+                DeltaTable.forPath(session, path)
+                .alias("t")
+                .merge(source.alias("s"), "t.k = s.k")
+                .whenMatchedUpdate(set={"n": "t.n + s.n"})
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+
+        return commit
 
     return {
         "append_new": append(paths["append_new"], txn=False),
         "append_once": append(paths["append_once"], txn=True),
-        "merge": merge,
+        # Delta's default (auto) copies a source that is not a Delta scan before it merges.
+        "merge": merge(paths["merge"], "auto"),
+        "merge_source_as_is": merge(paths["merge_source_as_is"], "none"),
     }
 
 
