@@ -459,20 +459,31 @@ class MicroBatchProcessor:
                 if rows or not table_exists(spark, getattr(out, TABLE_OF_STEP[name]), settings)
             ]
 
-            def timed(name: str, write: Callable[[], None]) -> None:
-                with steps(name):
-                    write()
+            # A table's compaction and vacuum, in their turn, follow its own write: a MERGE
+            # must not lose the files it reads to them, nor a vacuum take a write's files
+            # before their commit. Tables not written this batch take their turns on their own.
+            looked_after = self.looked_after(spark, batch_id)
 
+            def timed(name: str, write: Callable[[], None] | None) -> None:
+                if write is not None:
+                    with steps(name):
+                        write()
+                for turn, run in looked_after.pop(TABLE_OF_STEP.get(name, name), []):
+                    with steps(turn):
+                        run()
+
+            tasks: list[tuple[str, Callable[[], None] | None]] = [*due]
+            written = {TABLE_OF_STEP[name] for name, _ in due}
+            tasks += [(name, None) for name in looked_after if name not in written]
             # A batch's writes are largely planning and committing on the driver, one core's
             # work each: side by side they finish sooner (bench.speed_write_threads).
             # The MERGEs, the longest writes, start first: the appends fill in beside them
             # rather than hold a MERGE back until one of them ends.
-            due.sort(key=lambda step: step[0] not in MERGED_STEPS)
+            tasks.sort(key=lambda task: task[0] not in MERGED_STEPS)
             threads = settings.speed.write_threads
             with ThreadPoolExecutor(threads) as pool:
-                for done in [pool.submit(timed, name, write) for name, write in due]:
+                for done in [pool.submit(timed, name, write) for name, write in tasks]:
                     done.result()  # a failed write fails the batch
-            self.look_after_tables(spark, batch_id, steps)
             # Written last: its row is what the next batch (or a replay of this one) pins.
             with steps("progress"):
                 row = self.progress_row(spark, stats, pinned, batch_id, app, started, steps.seconds)
@@ -506,24 +517,39 @@ class MicroBatchProcessor:
             n for i, n in enumerate(mine) if (batch_id + 1 + i * every // len(mine)) % every == 0
         ]
 
-    def look_after_tables(self, spark: SparkSession, batch_id: int, steps: StepTimer) -> None:
-        """Compact and vacuum the tables whose turn this batch is (COMPACTED, VACUUMED)."""
+    def looked_after(
+        self, spark: SparkSession, batch_id: int
+    ) -> dict[str, list[tuple[str, Callable[[], None]]]]:
+        """The compactions and vacuums whose turn this batch is (COMPACTED, VACUUMED), by
+        table (SpeedOutputs field): each table's compaction before its vacuum."""
         out, settings, speed = self.outputs, self.settings, self.settings.speed
+        turns: dict[str, list[tuple[str, Callable[[], None]]]] = {}
+
+        def compact(target: Table) -> Callable[[], None]:
+            return lambda: compact_small_files(
+                spark, target, settings, speed.compact_files_below_mb << 20
+            )
+
+        def vacuum(target: Table, kept: int | None) -> Callable[[], None]:
+            def run() -> None:
+                hours = retention_keeping(spark, target, settings, speed.vacuum_after_hours, kept)
+                vacuum_replaced_files(spark, target, settings, hours)
+
+            return run
+
         for name in self.turns(batch_id, COMPACTED, speed.compact_every_batches):
             target = getattr(out, name)
             if table_exists(spark, target, settings):
-                with steps(f"compact_{name}"):
-                    compact_small_files(spark, target, settings, speed.compact_files_below_mb << 20)
+                turns.setdefault(name, []).append((f"compact_{name}", compact(target)))
         vacuumed = self.turns(batch_id, VACUUMED, speed.vacuum_every_batches)
         kept = self.kept_versions() if vacuumed and self.kept_versions else {}
         for name in vacuumed:
             target = getattr(out, name)
             if table_exists(spark, target, settings):
-                with steps(f"vacuum_{name}"):
-                    hours = retention_keeping(
-                        spark, target, settings, speed.vacuum_after_hours, kept.get(target.name)
-                    )
-                    vacuum_replaced_files(spark, target, settings, hours)
+                turns.setdefault(name, []).append(
+                    (f"vacuum_{name}", vacuum(target, kept.get(target.name)))
+                )
+        return turns
 
     # --- decisions ---------------------------------------------------------------------
 
