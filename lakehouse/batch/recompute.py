@@ -19,6 +19,7 @@ deleted from each view table whose last vacuum is old enough (`batch` in config/
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -195,9 +196,14 @@ def recompute_interval(
             if supported is None  # too few events to support any: nothing is final yet
             else from_micros(supported) - timedelta(seconds=rule.allowed_lateness_seconds)
         )
-        results = [
-            _write_view(spark, settings, v, events, interval, watermark) for v in VIEWS.values()
-        ]
+        # Each view's write is largely planning and committing on the driver, one core's
+        # work: side by side the three finish sooner. Each writes a table of its own.
+        with ThreadPoolExecutor(len(VIEWS)) as pool:
+            writing = [
+                pool.submit(_write_view, spark, settings, v, events, interval, watermark)
+                for v in VIEWS.values()
+            ]
+            results = [w.result() for w in writing]
     finally:
         events.unpersist()
     run = BatchRun(
