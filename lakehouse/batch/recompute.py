@@ -40,7 +40,7 @@ from lakehouse.core.delta_io import (
     table_version,
     vacuum_replaced_files,
 )
-from lakehouse.core.tables import BATCH, table
+from lakehouse.core.tables import BATCH, Table, table
 from lakehouse.core.times import EPOCH, TimeRangeError, from_micros, handled
 from lakehouse.ops.migrate import require_bytes
 from lakehouse.transforms.lateness import WatermarkRule, partition_marks
@@ -226,15 +226,21 @@ def vacuum_if_due(spark: SparkSession, settings: Settings, now: datetime) -> tup
     retention (`batch.vacuum_after_hours`) is not due: no file in it is old enough to go."""
     every = timedelta(hours=settings.batch.vacuum_every_hours)
     retention = timedelta(hours=settings.batch.vacuum_after_hours)
-    done = []
-    for target in (table(v.batch_table) for v in VIEWS.values()):
+
+    def vacuumed(target: Table) -> bool:
         if now - table_created_at(spark, target, settings) < retention:
-            continue
+            return False
         last = last_vacuum_end(spark, target, settings, VACUUM_LOOKBACK_COMMITS)
-        if last is None or now - last >= every:
-            vacuum_replaced_files(spark, target, settings, settings.batch.vacuum_after_hours)
-            done.append(target.name)
-    return tuple(done)
+        if last is not None and now - last < every:
+            return False
+        vacuum_replaced_files(spark, target, settings, settings.batch.vacuum_after_hours)
+        return True
+
+    targets = [table(v.batch_table) for v in VIEWS.values()]
+    # Side by side, as the views were written: a table each.
+    with ThreadPoolExecutor(len(targets)) as pool:
+        done = list(pool.map(vacuumed, targets))
+    return tuple(t.name for t, was in zip(targets, done, strict=True) if was)
 
 
 def _write_view(
