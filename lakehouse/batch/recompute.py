@@ -196,14 +196,14 @@ def recompute_interval(
             if supported is None  # too few events to support any: nothing is final yet
             else from_micros(supported) - timedelta(seconds=rule.allowed_lateness_seconds)
         )
+
         # Each view's write is largely planning and committing on the driver, one core's
         # work: side by side the three finish sooner. Each writes a table of its own.
+        def write(v: View) -> ViewResult:
+            return _write_view(spark, settings, v, events, interval, watermark)
+
         with ThreadPoolExecutor(len(VIEWS)) as pool:
-            writing = [
-                pool.submit(_write_view, spark, settings, v, events, interval, watermark)
-                for v in VIEWS.values()
-            ]
-            results = [w.result() for w in writing]
+            results = list(pool.map(write, VIEWS.values()))
     finally:
         events.unpersist()
     run = BatchRun(
