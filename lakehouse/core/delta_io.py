@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -133,7 +134,19 @@ def delete_folder(spark: SparkSession, path: str) -> None:
 
 
 def read_table(spark: SparkSession, table: Table, settings: Settings) -> DataFrame:
-    return spark.read.format("delta").load(table.path(settings)).drop(*table.layout_names)
+    """The table's rows as readers see them: no layout columns, and a table of partial view
+    rows (Table.partials_of) combined into the view's rows."""
+    return as_read(spark.read.format("delta").load(table.path(settings)), table)
+
+
+def as_read(stored: DataFrame, table: Table) -> DataFrame:
+    """A table's stored rows -> its rows as readers see them (read_table)."""
+    rows = stored.drop(*table.layout_names)
+    if table.partials_of is None:
+        return rows
+    from lakehouse.transforms.views import view
+
+    return view(table.partials_of).combine(rows).select(*table.spark_schema().fieldNames())
 
 
 def with_layout(df: DataFrame, table: Table, only: Collection[str] | None = None) -> DataFrame:
@@ -154,6 +167,16 @@ def table_exists(spark: SparkSession, table: Table, settings: Settings) -> bool:
     from delta.tables import DeltaTable
 
     return bool(DeltaTable.isDeltaTable(spark, table.path(settings)))
+
+
+def stored_layout(spark: SparkSession, table: Table, settings: Settings) -> tuple[str, ...]:
+    """The layout columns the table is written with: all of them for a table not created yet,
+    none for one an earlier release created before it had any (its partitioning cannot
+    change)."""
+    if not table_exists(spark, table, settings):
+        return table.layout_names
+    stored = spark.read.format("delta").load(table.path(settings)).columns
+    return tuple(name for name in table.layout_names if name in stored)
 
 
 # --- idempotent writes (exactly-once through Delta transaction ids) -----------------------
@@ -193,8 +216,17 @@ def conformed(df: DataFrame, table: Table) -> DataFrame:
     return df.select(*(f"`{name}`" for name in declared))
 
 
-def append_once(df: DataFrame, table: Table, settings: Settings, app_id: str, version: int) -> None:
-    appender(df, table).option("txnAppId", app_id).option("txnVersion", version).save(
+def append_once(
+    df: DataFrame,
+    table: Table,
+    settings: Settings,
+    app_id: str,
+    version: int,
+    layout: Collection[str] | None = None,
+) -> None:
+    """Append `df` once per (app_id, version). `layout`: only these of the table's layout
+    columns (stored_layout)."""
+    appender(df, table, layout).option("txnAppId", app_id).option("txnVersion", version).save(
         table.path(settings)
     )
 
@@ -206,18 +238,21 @@ def append_new(df: DataFrame, table: Table, settings: Settings) -> None:
     appender(df, table).save(table.path(settings))
 
 
-def appender(df: DataFrame, table: Table) -> DataFrameWriter:
-    """The append of `df` to `table`, but for where: its declared columns, layout and settings."""
+def appender(df: DataFrame, table: Table, layout: Collection[str] | None = None) -> DataFrameWriter:
+    """The append of `df` to `table`, but for where: its declared columns, layout (`layout`:
+    only those layout columns) and settings."""
+    laid_out = table.layout_names if layout is None else tuple(layout)
     writer = (
-        with_layout(conformed(df, table), table)
+        with_layout(conformed(df, table), table, only=laid_out)
         .write.format("delta")
         .mode("append")
         # A table created before its declaration gained a column takes it on: the rows
         # conform to the declaration, so nothing else can change its schema this way.
         .option("mergeSchema", "true")
     )
-    if table.partition_columns:
-        writer = writer.partitionBy(*table.partition_columns)
+    partition_columns = (*table.partition_by, *laid_out)
+    if partition_columns:
+        writer = writer.partitionBy(*partition_columns)
     if table.checkpoint_interval:
         # Applied when this write creates the table; Delta ignores it on later appends.
         writer = writer.option("delta.checkpointInterval", table.checkpoint_interval)
@@ -255,8 +290,7 @@ def merge_once(
     session.conf.set(TXN_APP_ID, app_id)
     session.conf.set(TXN_VERSION, str(version))
     target = DeltaTable.forPath(session, table.path(settings))
-    source = with_layout(source, table, only=target.toDF().columns)
-    build_merge(target.alias("t").merge(source.alias("s"), on)).execute()
+    build_merge(target.alias("t").merge(with_layout(source, table).alias("s"), on)).execute()
 
 
 # OPTIMIZE leaves files of at least this size alone (Delta's setting; its default is 1 GB).
@@ -279,6 +313,44 @@ def compact_small_files(
     session = spark.newSession()
     session.conf.set(OPTIMIZE_MIN_FILE_SIZE, str(small_file_bytes))
     DeltaTable.forPath(session, table.path(settings)).optimize().executeCompaction()
+
+
+def fold_partials(spark: SparkSession, table: Table, settings: Settings) -> None:
+    """Replace the partial rows (Table.partials_of) of every partition that holds more than one
+    file by their combination, a file per partition, in one commit. Combining is idempotent,
+    so every reader reads the same rows before and after; a partition of one file is left
+    alone (folded already, or written once). Only the table's writer may call this."""
+    from pyspark.sql import functions as F
+
+    from lakehouse.core.spark import release_local_checkpoint
+
+    stored = spark.read.format("delta").load(table.path(settings))
+    files = Counter(_partition_of(path, table.partition_columns) for path in stored.inputFiles())
+    crowded = sorted(partition for partition, count in files.items() if count > 1)
+    if not crowded:
+        return
+    condition = " OR ".join(
+        "(" + " AND ".join(f"{column} = '{value}'" for column, value in partition) + ")"
+        for partition in crowded
+    )
+    # Checkpointed: the rows are read from the files the commit replaces.
+    rows = (
+        as_read(stored.where(condition), table)
+        .repartition(*(F.expr(expression) for _, expression in table.layout_columns))
+        .localCheckpoint()
+    )
+    try:
+        overwrite_where(rows, table, settings, table.writer, condition)
+    finally:
+        release_local_checkpoint(rows)
+
+
+def _partition_of(path: str, columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(column, value) of a data file's partition, from its path (.../window_hour=.../x.parquet)."""
+    from urllib.parse import unquote
+
+    found = dict(part.split("=", 1) for part in path.split("/")[:-1] if "=" in part)
+    return tuple((column, unquote(found[column])) for column in columns)
 
 
 # The configured retention (`vacuum_after_hours`) is the decision, so the vacuum's session
@@ -382,12 +454,8 @@ def read_table_at(
     """The table as it was at `version` (None: the table did not exist then)."""
     if version is None:
         return None
-    return (
-        spark.read.format("delta")
-        .option("versionAsOf", version)
-        .load(table.path(settings))
-        .drop(*table.layout_names)
-    )
+    stored = spark.read.format("delta").option("versionAsOf", version).load(table.path(settings))
+    return as_read(stored, table)
 
 
 def delta_rs_location(settings: Settings, path: str) -> tuple[str, dict[str, str] | None]:

@@ -41,6 +41,9 @@ class Table:
     # Columns the writers add to every row, (name, SQL expression over the row's columns), to
     # partition the table by after `partition_by`; readers never see them.
     layout_columns: tuple[tuple[str, str], ...] = ()
+    # The view (lakehouse.transforms.views) whose partial rows the table holds: a key may have
+    # a row per micro-batch that reached it, and readers combine them (delta_io.read_table).
+    partials_of: str | None = None
 
     @property
     def layout_names(self) -> tuple[str, ...]:
@@ -209,6 +212,7 @@ TABLES: dict[str, Table] = {
             schema=EVENT_COUNTS,
             checkpoint_interval=103,
             layout_columns=WINDOW_HOUR,
+            partials_of="event_counts_1m",
         ),
         Table(
             "speed.active_users_10m",
@@ -217,6 +221,7 @@ TABLES: dict[str, Table] = {
             schema=ACTIVE_USERS,
             checkpoint_interval=107,
             layout_columns=WINDOW_HOUR,
+            partials_of="active_users_10m",
         ),
         Table(
             "speed.user_sessions",
@@ -225,6 +230,7 @@ TABLES: dict[str, Table] = {
             schema=SESSIONS,
             checkpoint_interval=109,
             layout_columns=SESSION_HOUR,
+            partials_of="user_sessions",
         ),
         Table(
             "speed.late_events",

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import read_table
 from lakehouse.core.kafka_io import ensure_topic
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.paths import state_dir
@@ -99,8 +100,7 @@ def newest_windows(spark: SparkSession, settings: Settings) -> list[Row]:
     from pyspark.sql import functions as F
 
     return (
-        spark.read.format("delta")
-        .load(OUT.counts.path(settings))
+        read_table(spark, OUT.counts, settings)
         .orderBy(F.desc("window_start"), "event_type")
         .limit(NEWEST_WINDOWS)
         .collect()

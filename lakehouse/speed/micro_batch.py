@@ -33,10 +33,11 @@ from lakehouse.core.delta_io import (
     append_new,
     append_once,
     compact_small_files,
-    merge_once,
+    fold_partials,
     read_table_at,
     retention_keeping,
     small_frame,
+    stored_layout,
     table_exists,
     table_version,
     vacuum_replaced_files,
@@ -69,7 +70,7 @@ from lakehouse.transforms.lateness import (
     watermark_column,
 )
 from lakehouse.transforms.parse import parse_events
-from lakehouse.transforms.sessions import events_as_intervals, merge_sessions
+from lakehouse.transforms.sessions import sessionize
 from lakehouse.transforms.validate import (
     ValidationRules,
     accepted_events,
@@ -77,15 +78,9 @@ from lakehouse.transforms.validate import (
     quarantined_records,
     validate_events,
 )
-from lakehouse.transforms.windows import (
-    SESSION_GAP_SECONDS,
-    SLIDING_MINUTES,
-    active_users_per_page,
-    count_events_per_minute,
-)
+from lakehouse.transforms.windows import active_users_per_page, count_events_per_minute
 
 if TYPE_CHECKING:
-    from delta.tables import DeltaMergeBuilder
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -196,19 +191,6 @@ def pinned_from(progress: Mapping[str, Any]) -> PinnedState:
     )
 
 
-def target_reachable(column: str, wm: int | None, reach_seconds: int) -> str:
-    """A MERGE condition on the target alone: the rows a batch's on-time events (event_time
-    at or after the watermark `wm`) can still match have `column` at most `reach_seconds`
-    before it. Delta skips every file whose statistics rule that out. A view gains a file
-    with every MERGE that only inserts (no window or session of the batch was there yet), so
-    without the bound a MERGE reads more files the longer the stream runs. The bound must
-    never exclude a row that matches: that row's key would be inserted a second time.
-    """
-    if wm is None:
-        return ""
-    return f" AND t.{column} >= timestamp_micros({wm - reach_seconds * 1_000_000})"
-
-
 EndOffsets = Callable[[], dict[int, int]]
 # Per table name, the oldest Delta version of it that must stay readable (serving reads a
 # promoted replay version at the versions its gate passed). Asked at each vacuum: a promotion
@@ -292,20 +274,25 @@ TABLE_OF_STEP = {
 }
 
 
-# The write steps that MERGE (the views): each reads and rewrites part of its table.
-MERGED_STEPS = ("counts", "active_users", "sessions")
+# The write steps of the views: each computes its view's rows from the batch's on-time
+# events alone, and appends them as partial rows (MicroBatchProcessor.append_view).
+VIEW_STEPS: dict[str, Callable[[DataFrame], DataFrame]] = {
+    "counts": count_events_per_minute,
+    "active_users": active_users_per_page,
+    "sessions": sessionize,
+}
 
 
 # The stream looks after its tables itself, each in its turn (MicroBatchProcessor.turns).
-# It compacts (lakehouse.core.delta_io.compact_small_files) those it appends to, one or more files
-# per batch. Not the views: a MERGE rewrites the files it touches into one, and a view
-# compacted into one file per hour would be rewritten whole-hour by every later MERGE, where
-# left in pieces, `target_reachable` lets a MERGE skip all but the recent ones.
-COMPACTED = ("silver", "late", "quarantine", "raw", "progress")
-# It vacuums them all (lakehouse.core.delta_io.vacuum_replaced_files): compactions and MERGEs
-# replace files, a killed write leaves files it never committed, and both would otherwise
-# stay on disk for ever.
-VACUUMED = (*COMPACTED, "counts", "active_users", "sessions")
+# Each batch adds one or more files to every table it writes. It compacts them all: the
+# appended tables' small files into larger ones (lakehouse.core.delta_io.compact_small_files),
+# and the views' partial rows into their combination, a file per hour (fold_partials), so
+# that what a reader combines stays small however long the stream runs.
+COMPACTED = ("silver", "late", "quarantine", "raw", "progress", *VIEW_STEPS)
+# It vacuums them all (lakehouse.core.delta_io.vacuum_replaced_files): compactions replace
+# files, a killed write leaves files it never committed, and both would otherwise stay on
+# disk for ever.
+VACUUMED = COMPACTED
 
 
 class MicroBatchProcessor:
@@ -330,6 +317,7 @@ class MicroBatchProcessor:
         self._committed: tuple[str, int, PinnedState] | None = None
         # The event_ids silver holds, for the silver version the next batch pins.
         self._seen: SeenEvents | None = None
+        self._layouts: dict[str, tuple[str, ...]] = {}  # layout_of, by table name
         # (app id, batch id) of the last batch begun here: a batch begun again (its first try
         # failed) may have written anything.
         self._begun: tuple[str, int] | None = None
@@ -422,6 +410,12 @@ class MicroBatchProcessor:
             if conflicts is not None and stats.conflicting:
                 quarantined = quarantined.unionByName(conflicting_records(checked, conflicts))
             writes: dict[str, tuple[int, Callable[[], None]]] = {}
+
+            def partial_write(
+                name: str, compute: Callable[[DataFrame], DataFrame]
+            ) -> Callable[[], None]:
+                return lambda: self.append_view(spark, compute(on_time), name, app, batch_id)
+
             if out.raw is not None:
                 bronze = out.raw
                 writes["bronze"] = (
@@ -441,15 +435,10 @@ class MicroBatchProcessor:
                     stats.late_events,
                     lambda: append_once(late, out.late, settings, app, batch_id),
                 ),
-                "counts": (stats.on_time, lambda: self.merge_counts(on_time, wm, app, batch_id)),
-                "active_users": (
-                    stats.on_time,
-                    lambda: self.merge_active_users(on_time, wm, app, batch_id),
-                ),
-                "sessions": (
-                    stats.on_time,
-                    lambda: self.merge_sessions(spark, on_time, wm, app, batch_id),
-                ),
+                **{
+                    name: (stats.on_time, partial_write(name, compute))
+                    for name, compute in VIEW_STEPS.items()
+                },
             }
             due = [
                 (name, write)
@@ -477,9 +466,9 @@ class MicroBatchProcessor:
             tasks += [(name, None) for name in looked_after if name not in written]
             # A batch's writes are largely planning and committing on the driver, one core's
             # work each: side by side they finish sooner (bench.speed_write_threads).
-            # The MERGEs, the longest writes, start first: the appends fill in beside them
-            # rather than hold a MERGE back until one of them ends.
-            tasks.sort(key=lambda task: task[0] not in MERGED_STEPS)
+            # The views, the longest writes (each aggregates the batch), start first: the
+            # plain appends fill in beside them rather than hold one back until they end.
+            tasks.sort(key=lambda task: task[0] not in VIEW_STEPS)
             threads = settings.speed.write_threads
             with ThreadPoolExecutor(threads) as pool:
                 for done in [pool.submit(timed, name, write) for name, write in tasks]:
@@ -526,6 +515,8 @@ class MicroBatchProcessor:
         turns: dict[str, list[tuple[str, Callable[[], None]]]] = {}
 
         def compact(target: Table) -> Callable[[], None]:
+            if target.partials_of is not None and self.layout_of(spark, target):
+                return lambda: fold_partials(spark, target, settings)
             return lambda: compact_small_files(
                 spark, target, settings, speed.compact_files_below_mb << 20
             )
@@ -610,116 +601,21 @@ class MicroBatchProcessor:
 
     # --- views ---------------------------------------------------------------------------
 
-    def merge_counts(self, on_time: DataFrame, wm: int | None, app: str, batch_id: int) -> None:
-        def add(m: DeltaMergeBuilder) -> DeltaMergeBuilder:
-            return m.whenMatchedUpdate(
-                set={
-                    "events": "t.events + s.events",
-                    "amount_sum": "t.amount_sum + s.amount_sum",
-                }
-            ).whenNotMatchedInsertAll()
-
-        merge_once(
-            count_events_per_minute(on_time),
-            self.outputs.counts,
-            self.settings,
-            app,
-            batch_id,
-            add,
-            on="t.window_start = s.window_start AND t.event_type = s.event_type"
-            # A window holds its events' minute: at most a minute before the watermark.
-            + target_reachable("window_start", wm, 60),
-        )
-
-    def merge_active_users(
-        self, on_time: DataFrame, wm: int | None, app: str, batch_id: int
+    def append_view(
+        self, spark: SparkSession, rows: DataFrame, name: str, app: str, batch_id: int
     ) -> None:
-        def union(m: DeltaMergeBuilder) -> DeltaMergeBuilder:
-            users = "array_sort(array_union(t.users, s.users))"
-            return m.whenMatchedUpdate(
-                set={
-                    "users": users,
-                    "active_users": f"size({users})",
-                    "events": "t.events + s.events",
-                }
-            ).whenNotMatchedInsertAll()
+        """The batch's rows of a view (SpeedOutputs field `name`), appended as they are: a key
+        the batch shares with earlier batches gets a second row, which readers combine
+        (lakehouse.transforms.partials). A view is never read to be written."""
+        target = getattr(self.outputs, name)
+        append_once(rows, target, self.settings, app, batch_id, self.layout_of(spark, target))
 
-        merge_once(
-            active_users_per_page(on_time),
-            self.outputs.active_users,
-            self.settings,
-            app,
-            batch_id,
-            union,
-            on="t.window_start = s.window_start AND t.page = s.page"
-            # An event's windows start up to ten minutes before it.
-            + target_reachable("window_start", wm, SLIDING_MINUTES * 60),
-        )
-
-    def merge_sessions(
-        self, spark: SparkSession, on_time: DataFrame, wm: int | None, app: str, batch_id: int
-    ) -> None:
-        """Extend, join or open sessions with the batch's on-time events, in one commit.
-
-        Only sessions that could still take an on-time event are read (end + gap after the
-        watermark); they are merged with the new events as intervals, and those that were
-        absorbed into another session are deleted in the same MERGE.
-        """
-        sessions_table = self.outputs.sessions
-        points = events_as_intervals(on_time)
-        if table_exists(spark, sessions_table, self.settings):
-            users = on_time.select("user_id").distinct()
-            open_ = (
-                spark.read.format("delta")
-                .load(sessions_table.path(self.settings))
-                .join(users, "user_id")
-            )
-            if wm is not None:
-                # A session can still take an event at or after the watermark if it ended less
-                # than a gap before it. A bare column-to-literal comparison, so that Delta can
-                # skip files by their statistics.
-                gap_before_wm = wm - SESSION_GAP_SECONDS * 1_000_000
-                open_ = open_.where(F.col("session_end") > F.timestamp_micros(F.lit(gap_before_wm)))
-            open_ = open_.select("user_id", "session_start", "session_end", "events", "revenue")
-            merged = merge_sessions(points.unionByName(open_))
-            gone = open_.select("user_id", "session_start").join(
-                merged.select("user_id", "session_start"), ["user_id", "session_start"], "left_anti"
-            )
-        else:
-            merged = merge_sessions(points)
-            gone = None
-        source = merged.withColumn("_op", F.lit("upsert"))
-        if gone is not None:
-            source = source.unionByName(
-                gone.withColumn("_op", F.lit("delete")), allowMissingColumns=True
-            )
-
-        def replace(m: DeltaMergeBuilder) -> DeltaMergeBuilder:
-            # "All": the target's columns by name, its layout column too; `_op` is not one.
-            return (
-                m.whenMatchedDelete(condition="s._op = 'delete'")
-                .whenMatchedUpdateAll(condition="s._op = 'upsert'")
-                .whenNotMatchedInsertAll(condition="s._op = 'upsert'")
-            )
-
-        if not table_exists(spark, sessions_table, self.settings):
-            source = merged  # the first write creates the table from the sessions alone
-        # MERGE reads its source more than once; this one reads the target table itself.
-        source = source.localCheckpoint()
-        try:
-            merge_once(
-                source,
-                sessions_table,
-                self.settings,
-                app,
-                batch_id,
-                replace,
-                on="t.user_id = s.user_id AND t.session_start = s.session_start"
-                # The sessions read as open above: only they can match.
-                + target_reachable("session_end", wm, SESSION_GAP_SECONDS),
-            )
-        finally:
-            release_local_checkpoint(source)
+    def layout_of(self, spark: SparkSession, target: Table) -> tuple[str, ...]:
+        """The table's stored layout (delta_io.stored_layout), read once: the stream is its
+        one writer."""
+        if target.name not in self._layouts:
+            self._layouts[target.name] = stored_layout(spark, target, self.settings)
+        return self._layouts[target.name]
 
     # --- progress --------------------------------------------------------------------------
 

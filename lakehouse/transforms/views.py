@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakehouse.transforms.partials import combine_active_users, combine_counts, combine_sessions
 from lakehouse.transforms.sessions import sessionize
 from lakehouse.transforms.windows import (
     SESSION_GAP_SECONDS,
@@ -40,6 +41,9 @@ class View:
     # A row placed at t can change until the watermark passes t + settle.
     settle_seconds: int
     measures: tuple[str, ...]  # additive columns: speed + late = batch
+    # Partial rows (a batch's rows, or any set of already combined rows) -> the view's rows,
+    # as if computed from all their events at once (lakehouse.transforms.partials).
+    combine: Callable[[DataFrame], DataFrame]
 
     @property
     def speed_table(self) -> str:
@@ -62,6 +66,7 @@ VIEWS: dict[str, View] = {
             lookahead_seconds=60,
             settle_seconds=60,
             measures=("events", "amount_sum"),
+            combine=combine_counts,
         ),
         View(
             name="active_users_10m",
@@ -72,6 +77,7 @@ VIEWS: dict[str, View] = {
             lookahead_seconds=600,
             settle_seconds=600,
             measures=("events",),
+            combine=combine_active_users,
         ),
         View(
             name="user_sessions",
@@ -83,6 +89,7 @@ VIEWS: dict[str, View] = {
             lookahead_seconds=None,
             settle_seconds=SESSION_GAP_SECONDS,
             measures=("events", "revenue"),
+            combine=combine_sessions,
         ),
     )
 }

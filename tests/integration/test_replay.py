@@ -228,23 +228,23 @@ def test_a_replay_interrupted_mid_batch_resumes_to_the_same_result(
     the same query on the same checkpoint. Two batches are enough: the second fails after the first
     committed, so the resume must read the first's state back and redo only the second."""
     per_batch = str(-(-log.records // 2))
-    sessions_write = MicroBatchProcessor.merge_sessions
+    view_write = MicroBatchProcessor.append_view
 
     def fails_in_batch_1(
         self: MicroBatchProcessor,
         spark: SparkSession,
-        on_time: DataFrame,
-        wm: int | None,
+        rows: DataFrame,
+        name: str,
         app: str,
         batch_id: int,
     ) -> None:
-        if self.outputs.name == "replay_interrupted" and batch_id == 1:
+        if self.outputs.name == "replay_interrupted" and batch_id == 1 and name == "sessions":
             raise RuntimeError("injected failure in the sessions write of batch 1")
-        sessions_write(self, spark, on_time, wm, app, batch_id)
+        view_write(self, spark, rows, name, app, batch_id)
 
     job = ["jobs.replay", "--version", "interrupted", "--max-offsets-per-trigger", per_batch]
     with monkeypatch.context() as patched:
-        patched.setattr(MicroBatchProcessor, "merge_sessions", fails_in_batch_1)
+        patched.setattr(MicroBatchProcessor, "append_view", fails_in_batch_1)
         failed = run_job_here(*job, **job_env(log.settings))
     assert failed.returncode == Exit.FAILED, failed.stderr[-3000:]
     assert "replay interrupted failed: " in failed.stderr, failed.stderr[-3000:]

@@ -18,6 +18,7 @@ from lakehouse.core.tables import table
 from lakehouse.speed.micro_batch import (
     COMPACTED,
     VACUUMED,
+    VIEW_STEPS,
     MicroBatchProcessor,
     PinnedState,
     SpeedOutputs,
@@ -147,19 +148,18 @@ def first_commit_files(table_path: str) -> list[Path]:
 def files_holding(spark, view, settings, condition: str) -> set[str]:
     from pyspark.sql import functions as F
 
-    rows = read_table(spark, view, settings).where(condition)
+    rows = spark.read.format("delta").load(view.path(settings)).where(condition)
     return {r[0] for r in rows.select(F.input_file_name()).distinct().collect()}
 
 
-def test_view_merges_leave_and_never_read_the_hours_their_batch_cannot_reach(
+def test_a_batch_neither_reads_nor_rewrites_the_views_it_appends_to(
     spark, local_settings, tmp_path
 ) -> None:
-    """A MERGE rewrites every file it touches, and reads every file that may hold a key it
-    updates. Were a view's rows in files of any time, each batch would read and rewrite the
-    whole view, a longer job the longer the stream runs. The views are laid out by hour: the
-    first hour's files outlive a batch three hours on, and a batch updating windows and
-    sessions that began before the watermark does not notice that the first batch's files
-    were moved away. Back in place, the views hold every window and session once."""
+    """A batch appends its views' partial rows (their windows and sessions as its own events
+    make them) and reads no view: the first hour's files outlive a batch three hours on, and a
+    batch adding to windows and sessions that began before the watermark does not notice
+    that the first batch's files were moved away. Back in place, the views read every window
+    and session once, as computed from all the events at once."""
     from datetime import UTC, timedelta
 
     from pyspark.sql import functions as F
@@ -203,7 +203,7 @@ def test_view_merges_leave_and_never_read_the_hours_their_batch_cannot_reach(
     before = {view.name: first_hour_files(view, column) for view, column in first_hour}
     assert all(before.values()), before
     processor(kafka_records(spark, batches[1], offsets[0]), 1)
-    assert table_version(spark, out.sessions, local_settings) == 1, "the batch merged"
+    assert table_version(spark, out.sessions, local_settings) == 1, "the batch appended"
     for view, column in first_hour:
         after = first_hour_files(view, column)
         assert after == before[view.name], f"{view.name}: the first hour was rewritten"
@@ -302,14 +302,16 @@ def test_each_table_takes_its_turn_once_every_n_batches_never_all_at_once(local_
 
 
 def contents(spark, table, settings) -> list[str]:
-    """A table's rows, in a stable order, without ingest times (they differ between runs)."""
-    rows = spark.read.format("delta").load(table.path(settings)).drop("ingested_at").collect()
+    """A table's rows as readers read them, in a stable order, without ingest times (they
+    differ between runs)."""
+    rows = read_table(spark, table, settings).drop("ingested_at").collect()
     return sorted(repr(r) for r in rows)
 
 
 # Every table a live stream writes: it vacuums them all.
 TABLE_NAMES = VACUUMED
-# The tables whose files the stream replaces: by compaction (silver) or by MERGE (the views).
+# The tables whose files a compaction replaces in the test stream's batch 1: silver's two
+# files, and the views' partial rows of the hours both batches reached (a fold).
 REPLACING = ("silver", "counts", "active_users", "sessions")
 # The tables whose rows a compaction must leave as they were.
 COMPARED = ("raw", "silver", "counts", "active_users", "sessions")
@@ -317,8 +319,8 @@ COMPARED = ("raw", "silver", "counts", "active_users", "sessions")
 
 @dataclass(frozen=True)
 class Streamed:
-    """Micro-batches 0 and 1 (30 events each) by a stream that compacts no table and vacuums
-    one, in batch 1 with a week's retention (`plain`); and batch 1 again, from a copy of what
+    """Micro-batches 0 and 1 (30 events each) by a stream that compacts and vacuums one table,
+    in batch 1, with a week's retention (`plain`); and batch 1 again, from a copy of what
     batch 0 left, by a stream that compacts and vacuums every table in it with no retention
     (`looked_after`)."""
 
@@ -356,15 +358,16 @@ def streamed(spark, tmp_path_factory) -> Streamed:
         # 100 records in the log: the lag the progress rows report.
         return MicroBatchProcessor(settings, out, str(checkpoint), lambda: {0: 100})
 
-    # Vacuums in turns of 8 batches: in batch 1, one of the 8 tables takes its turn.
+    # Compactions and vacuums in turns of 8 batches: in batch 1, one of the 8 tables takes both.
     plain = with_speed(
         local_lakehouse(folder / "plain"),
-        compact_every_batches=1_000,
+        compact_every_batches=len(COMPACTED),
         vacuum_every_batches=len(VACUUMED),
         vacuum_after_hours=168,
     )
     processor = stream(plain)
     [vacuumed] = processor.turns(1, VACUUMED, len(VACUUMED))
+    assert processor.turns(1, COMPACTED, len(COMPACTED)) == [vacuumed]
     assert vacuumed in REPLACING
     processor(batches[0], 0)
     # A stream restarted on this copy reads its state back from the progress table.
@@ -403,6 +406,19 @@ def test_compacting_while_streaming_changes_files_never_rows(spark, streamed: St
     progress = spark.read.format("delta").load(out.progress.path(streamed.looked_after))
     steps = set(progress.where("batch_id = 1").first()["step_seconds"])
     assert {f"compact_{name}" for name in COMPACTED} | {f"vacuum_{n}" for n in VACUUMED} <= steps
+    # A view's compaction folds its partial rows: a row per key, a file per hour. The plain
+    # stream, which folded at most one view, keeps a key's rows from both batches.
+    for name in VIEW_STEPS:
+        for settings, folded in ((streamed.looked_after, True), (streamed.plain, False)):
+            target = getattr(out, name)
+            stored = spark.read.format("delta").load(target.path(settings))
+            rows = read_table(spark, target, settings).count()
+            if folded:
+                assert stored.count() == rows, name
+                hours = stored.select(*target.layout_names).distinct().count()
+                assert len(stored.inputFiles()) == hours, name
+            elif name != streamed.kept_by_plain[0]:
+                assert stored.count() > rows, f"{name}: batch 1 shares keys with batch 0"
 
 
 def removed_files(table_path: str) -> set[str]:
@@ -419,7 +435,7 @@ def removed_files(table_path: str) -> set[str]:
 def test_the_stream_deletes_the_files_it_replaced_once_they_are_old_enough(
     spark, streamed: Streamed
 ) -> None:
-    """Every MERGE into a view and every compaction replaces files; the stream vacuums its
+    """Every compaction (of a view: a fold) replaces files; the stream vacuums its
     tables in their turns, so what they keep on disk does not grow without end. With no
     retention, a batch deletes every file it and the batches before replaced; within the
     retention (a week), replaced files stay: older versions can still be read."""
