@@ -294,8 +294,7 @@ def test_serving_is_batch_before_the_seam_and_speed_after(
     batch = {k: v for k, v in served_counts(spark, daily, day.day).items()}
     speed = {
         (r["window_start"], r["event_type"]): (r["events"], r["amount_sum"])
-        for r in spark.read.format("delta")
-        .load(table("speed.event_counts_1m").path(day.streamed))
+        for r in read_table(spark, table("speed.event_counts_1m"), day.streamed)
         .where(Interval(seam, day.day.end).condition("window_start"))
         .collect()
     }

@@ -26,7 +26,7 @@ from selenium.webdriver.common.by import By
 from jobs.contract import Exit
 from jobs.reconcile import REPORT_PREFIX
 from lakehouse.core.config import Settings
-from lakehouse.core.delta_io import read_table, table_version
+from lakehouse.core.delta_io import append_new, read_table, table_version
 from lakehouse.core.paths import run_file_name
 from lakehouse.core.tables import table
 from lakehouse.reconcile import (
@@ -132,15 +132,18 @@ def test_a_corrupted_speed_window_is_named_and_the_gate_refuses(
     spark: SparkSession,
     run_job_here: RunJob,
 ) -> None:
-    from delta.tables import DeltaTable
-
     chosen, summary = clean
     spoiled = lake.copy("corrupt")
     when = chosen["window_start"].strftime("%Y-%m-%d %H:%M:%S")
-    DeltaTable.forPath(spark, table("speed.event_counts_1m").path(spoiled)).update(
-        f"window_start = timestamp'{when}' AND event_type = '{chosen['event_type']}'",
-        {"events": "events + 3"},
+    # A partial row no batch wrote: three events more in the chosen window, however many
+    # partial rows the window has.
+    extra = spark.sql(
+        f"SELECT timestamp'{when}' AS window_start, "
+        f"timestamp'{when}' + INTERVAL 1 MINUTE AS window_end, "
+        f"'{chosen['event_type']}' AS event_type, 3L AS events, "
+        "CAST(0 AS DECIMAL(18,2)) AS amount_sum"
     )
+    append_new(extra, table("speed.event_counts_1m"), spoiled)
     run = batch_vs_speed(spark, spoiled, "corrupt")
     try:
         verdict = gate(run)

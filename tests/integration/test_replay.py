@@ -495,9 +495,12 @@ def test_the_scheduled_kappa_run_extends_the_active_version_and_serves_it_once_c
     pins = pins_of(pointer_history(settings), "v1")
     assert pins is not None
     as_served = _served_rows(spark, settings, "v1", pins)
-    # Its stream also vacuums every table after each batch with no retention at all, as a
-    # week of failing gates would with the default: what the pins read must stay readable.
-    vacuuming = kappa.speed.model_copy(update={"vacuum_every_batches": 1, "vacuum_after_hours": 0})
+    # Its stream also folds its views and compacts and vacuums every table after each batch,
+    # with no retention at all, as a week of failing gates would with the default: what the
+    # pins read must stay readable.
+    vacuuming = kappa.speed.model_copy(
+        update={"compact_every_batches": 1, "vacuum_every_batches": 1, "vacuum_after_hours": 0}
+    )
     outcome = continue_log(kappa.model_copy(update={"speed": vacuuming}), None, dry_run=False)
     assert outcome.not_served and outcome.result is not None
     out = capsys.readouterr().out

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import read_table
 from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
 from lakehouse.speed.micro_batch import SpeedOutputs
 from lakehouse.speed.stream import start_query
@@ -46,7 +47,8 @@ def generate(settings: Settings, tmp: Path, count: int, seed: int) -> list[dict[
 
 
 def load(spark: SparkSession, settings: Settings, name: str) -> DataFrame:
-    return spark.read.format("delta").load(getattr(OUT, name).path(settings))
+    """A table of the stream's as readers read it (the views' partial rows combined)."""
+    return read_table(spark, getattr(OUT, name), settings)
 
 
 @pytest.fixture(scope="module")
