@@ -79,9 +79,9 @@ def hour_of(column: str) -> str:
     return f"date_format({column}, \"yyyy-MM-dd'T'HH\")"
 
 
-# The stream's views are partitioned by the hour their rows start in. A MERGE rewrites every
-# file it touches: unpartitioned, each MERGE rewrote the whole view; by hour, only the hours
-# its micro-batch reaches.
+# The stream's views are partitioned by the hour their rows start in: a fold of their partial
+# rows (delta_io.fold_partials) rewrites only the hours that hold more than one file, and a
+# reader of recent windows skips the older hours.
 WINDOW_HOUR = (("window_hour", hour_of("window_start")),)
 SESSION_HOUR = (("session_hour", hour_of("session_start")),)
 

@@ -4,7 +4,7 @@
     bronze.quarantine   <- records that break a rule  (append)
     silver.events       <- new accepted events        (append, deduplicated by event_id)
     speed.late_events   <- new events older than the watermark
-    speed.<views>       <- new on-time events         (MERGE: add, union users, extend sessions)
+    speed.<views>       <- new on-time events         (append: the batch's partial rows)
     ops.speed_progress  <- one row: counts, watermark, lag, freshness  (written last)
 
 Exactly-once: every write carries (txnAppId, txnVersion) = (this output's writer id, batch id),
@@ -448,8 +448,8 @@ class MicroBatchProcessor:
                 if rows or not table_exists(spark, getattr(out, TABLE_OF_STEP[name]), settings)
             ]
 
-            # A table's compaction and vacuum, in their turn, follow its own write: a MERGE
-            # must not lose the files it reads to them, nor a vacuum take a write's files
+            # A table's compaction and vacuum, in their turn, follow its own write: a fold
+            # rewrites the hours the write adds to, and a vacuum must not take a write's files
             # before their commit. Tables not written this batch take their turns on their own.
             looked_after = self.looked_after(spark, batch_id)
 

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.transforms.sessions import merge_sessions
 from lakehouse.transforms.validate import AMOUNT_TYPE
+from lakehouse.transforms.windows import with_active_users
 
 
 def combine_counts(rows: DataFrame) -> DataFrame:
@@ -31,14 +32,7 @@ def combine_active_users(rows: DataFrame) -> DataFrame:
     return (
         rows.groupBy("window_start", "window_end", "page")
         .agg(users.alias("users"), F.sum("events").alias("events"))
-        .select(
-            "window_start",
-            "window_end",
-            "page",
-            "users",
-            F.size("users").alias("active_users"),
-            "events",
-        )
+        .transform(with_active_users)
     )
 
 

@@ -83,7 +83,12 @@ def active_users_per_page(events: DataFrame) -> DataFrame:
         users.alias("users"),
         # coalesce: the sum of counts is never null, and the schema says so.
         F.coalesce(F.sum("events").over(window), F.lit(0).cast("long")).alias("events"),
-    ).select(
+    ).transform(with_active_users)
+
+
+def with_active_users(windows: DataFrame) -> DataFrame:
+    """Windows with their user sets -> the view's columns: the number of users beside the set."""
+    return windows.select(
         "window_start",
         "window_end",
         "page",
