@@ -62,6 +62,13 @@ def first_by_arrival(deliveries: DataFrame) -> DataFrame:
     )
 
 
+# How the joins against a chunk's own deliveries run. Spark takes a checkpointed side's size
+# from the plan it came from, which can be far below its real size, and would try to
+# broadcast a day's event ids (a driver already holding a replay's state ran out of memory
+# doing so); a sort-merge join never needs a side in memory whole.
+SHUFFLED = "merge"
+
+
 def update_first_deliveries(spark: SparkSession, settings: Settings) -> None:
     """Add the first deliveries and the redeliveries among the bronze records appended since
     the last update."""
@@ -83,12 +90,14 @@ def update_first_deliveries(spark: SparkSession, settings: Settings) -> None:
         if _exists(spark, settings):
             listed = read_table(spark, FIRST_DELIVERIES, settings).select(*DEDUP_COLUMNS)
             firsts = firsts.join(listed.select("event_id"), "event_id", "left_anti")
-            earlier = listed.join(accepted.select("event_id").distinct(), "event_id", "left_semi")
+            earlier = listed.join(
+                accepted.select("event_id").distinct().hint(SHUFFLED), "event_id", "left_semi"
+            )
             decided = firsts.select(*DEDUP_COLUMNS).unionByName(earlier)
         # Decided before either is written, so a retried chunk decides the same.
         firsts = firsts.localCheckpoint()
         again = (
-            accepted.join(decided, list(DEDUP_COLUMNS), "left_anti")
+            accepted.join(decided.hint(SHUFFLED), list(DEDUP_COLUMNS), "left_anti")
             .select(*POSITION, "event_id")
             .localCheckpoint()
         )
