@@ -70,7 +70,6 @@ from lakehouse.transforms.lateness import (
     watermark_column,
 )
 from lakehouse.transforms.parse import parse_events
-from lakehouse.transforms.sessions import sessionize
 from lakehouse.transforms.validate import (
     ValidationRules,
     accepted_events,
@@ -78,7 +77,7 @@ from lakehouse.transforms.validate import (
     quarantined_records,
     validate_events,
 )
-from lakehouse.transforms.windows import active_users_per_page, count_events_per_minute
+from lakehouse.transforms.views import view
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -274,13 +273,10 @@ TABLE_OF_STEP = {
 }
 
 
-# The write steps of the views: each computes its view's rows from the batch's on-time
-# events alone, and appends them as partial rows (MicroBatchProcessor.append_view).
-VIEW_STEPS: dict[str, Callable[[DataFrame], DataFrame]] = {
-    "counts": count_events_per_minute,
-    "active_users": active_users_per_page,
-    "sessions": sessionize,
-}
+# The write steps of the views (SpeedOutputs fields): each computes its view's rows from the
+# batch's on-time events alone (the view's `compute`), and appends them as partial rows
+# (MicroBatchProcessor.append_view).
+VIEW_STEPS = ("counts", "active_users", "sessions")
 
 
 # The stream looks after its tables itself, each in its turn (MicroBatchProcessor.turns).
@@ -411,9 +407,10 @@ class MicroBatchProcessor:
                 quarantined = quarantined.unionByName(conflicting_records(checked, conflicts))
             writes: dict[str, tuple[int, Callable[[], None]]] = {}
 
-            def partial_write(
-                name: str, compute: Callable[[DataFrame], DataFrame]
-            ) -> Callable[[], None]:
+            def partial_write(name: str) -> Callable[[], None]:
+                partials_of = getattr(out, name).partials_of
+                assert partials_of is not None, f"{name}: a view's table"
+                compute = view(partials_of).compute
                 return lambda: self.append_view(spark, compute(on_time), name, app, batch_id)
 
             if out.raw is not None:
@@ -435,10 +432,7 @@ class MicroBatchProcessor:
                     stats.late_events,
                     lambda: append_once(late, out.late, settings, app, batch_id),
                 ),
-                **{
-                    name: (stats.on_time, partial_write(name, compute))
-                    for name, compute in VIEW_STEPS.items()
-                },
+                **{name: (stats.on_time, partial_write(name)) for name in VIEW_STEPS},
             }
             due = [
                 (name, write)
