@@ -1,6 +1,7 @@
 """Install everything Tributary needs, from the project's own files. Idempotent.
 
-    python3 infra/bootstrap.py [all|venv|jars|classes|kafka|minio|compose|secrets|browser|web]
+    python3 infra/bootstrap.py [all|venv|jars|classes|kafka|connect|postgres|minio|compose|secrets|
+                                browser|web]
 
 Runs with the machine's Python 3.11 and the standard library only (the venv does not exist
 yet). Downloads and builds go to the cache folder ($TRIBUTARY_CACHE, default
@@ -27,10 +28,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lakehouse.core.paths import (
+    CONNECT_POM,
     KAFKA_POM,
     REPO_ROOT,
     SPARK_POM,
     cache_dir,
+    connect_jars_dir,
     fingerprint,
     kafka_jars_dir,
     spark_jars_dir,
@@ -62,6 +65,10 @@ COMPOSE_VERSION = "v2.40.3"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 BROWSER_PACKAGES = ["chromium", "chromium-driver", "fonts-liberation"]
+# The database change data capture reads: Debian's PostgreSQL 15 server, run by
+# infra/services/postgres.py as a private cluster (Debian's own cluster is left alone).
+POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
+POSTGRES_PACKAGES = ["postgresql-15"]
 
 
 class SetupError(Exception):
@@ -354,6 +361,16 @@ def setup_kafka_jars() -> Path:
         return build_into(folder, lambda tmp: maven_copy(KAFKA_POM, tmp))
 
 
+def setup_connect_jars() -> Path:
+    folder = connect_jars_dir()
+    step(f"Kafka Connect and Debezium jars ({folder})")
+    with cache_lock("connect-jars"):
+        if complete(folder):
+            info("cached")
+            return folder
+        return build_into(folder, lambda tmp: maven_copy(CONNECT_POM, tmp))
+
+
 def minio_binary() -> Path:
     return cache_dir() / "bin" / f"minio-{MINIO_VERSION}"
 
@@ -519,14 +536,40 @@ def setup_browser() -> None:
     if CHROMIUM.exists() and CHROMEDRIVER.exists():
         info("installed")
         return
-    packages = " ".join(BROWSER_PACKAGES)
+    info("first install downloads about 135 MB of Debian packages (440 MB installed)")
+    apt_install(
+        BROWSER_PACKAGES,
+        "Chromium",
+        lambda: CHROMIUM.exists() and CHROMEDRIVER.exists(),
+        f"install Chromium and ChromeDriver so that {CHROMIUM} and {CHROMEDRIVER} exist",
+    )
+
+
+def setup_postgres() -> None:
+    step(f"PostgreSQL 15 server, the database change data capture reads ({POSTGRES_BIN})")
+    if (POSTGRES_BIN / "postgres").exists() and (POSTGRES_BIN / "initdb").exists():
+        info("installed")
+        return
+    info("first install downloads about 20 MB of Debian packages (60 MB installed)")
+    apt_install(
+        POSTGRES_PACKAGES,
+        "PostgreSQL",
+        lambda: (POSTGRES_BIN / "postgres").exists(),
+        f"install PostgreSQL 15 so that {POSTGRES_BIN}/postgres exists",
+    )
+
+
+def apt_install(
+    wanted: list[str], what: str, installed: Callable[[], bool], otherwise: str
+) -> None:
+    """Install Debian packages with apt-get (as root, or through sudo without a password),
+    updating the package lists once if they are stale. Raises SetupError with the command to
+    run by hand."""
+    packages = " ".join(wanted)
     by_hand = f"sudo apt-get update && sudo apt-get install -y --no-install-recommends {packages}"
     apt = shutil.which("apt-get")
     if not apt:
-        raise SetupError(
-            f"apt-get is not available to install {packages}; install Chromium and ChromeDriver "
-            f"so that {CHROMIUM} and {CHROMEDRIVER} exist"
-        )
+        raise SetupError(f"apt-get is not available to install {packages}; {otherwise}")
     if os.geteuid() == 0:
         sudo: list[str] = []
     elif shutil.which("sudo"):
@@ -541,16 +584,15 @@ def setup_browser() -> None:
         "--no-install-recommends",
         "-o",
         "DPkg::Lock::Timeout=300",
-        *BROWSER_PACKAGES,
+        *wanted,
     ]
-    info("first install downloads about 135 MB of Debian packages (440 MB installed)")
-    code, output = _apt_get(install, "installing Chromium with apt-get")
+    code, output = _apt_get(install, f"installing {what} with apt-get")
     if code != 0 and STALE_LISTS.search(output):
         info("the package lists are missing or out of date: apt-get update, then again")
         code, output = _apt_get([*sudo, apt, "update"], "apt-get update")
         if code == 0:
-            code, output = _apt_get(install, "installing Chromium with apt-get")
-    if code != 0 or not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+            code, output = _apt_get(install, f"installing {what} with apt-get")
+    if code != 0 or not installed():
         reason = "sudo needs a password" if "sudo:" in output else f"apt-get exit {code}"
         raise SetupError(f"installing {packages} failed ({reason}); run by hand: {by_hand}")
 
@@ -570,6 +612,8 @@ STEPS: dict[str, Callable[[], object]] = {
     "jars": setup_spark_jars,
     "classes": setup_class_archive,
     "kafka": setup_kafka_jars,
+    "connect": setup_connect_jars,
+    "postgres": setup_postgres,
     "minio": setup_minio,
     "compose": setup_compose,
     "secrets": setup_secrets,

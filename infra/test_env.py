@@ -22,14 +22,28 @@ from pathlib import Path
 from lakehouse.core.paths import STATE_ENV, cache_dir
 from lakehouse.core.secrets import ensure_secrets
 
-# Each the default (config/base.yaml, services) plus 10000.
-TEST_PORTS = {
-    "kafka_port": 19092,
-    "kafka_controller_port": 19093,
-    "minio_port": 19000,
-    "minio_console_port": 19001,
-    "airflow_port": 18080,
+# The services' default ports (config/base.yaml, services).
+DEFAULT_PORTS = {
+    "kafka_port": 9092,
+    "kafka_controller_port": 9093,
+    "minio_port": 9000,
+    "minio_console_port": 9001,
+    "airflow_port": 8080,
+    "postgres_port": 5433,
+    "connect_port": 8083,
 }
+# The tests' ports are the defaults plus this. Another offset is another test environment,
+# with its state folder of its own (state_folder), so a second one can run beside the first
+# (another clone's `make test`, or one part of the services while a full run goes on).
+PORT_OFFSET_ENV = "TRIBUTARY_TEST_PORT_OFFSET"
+DEFAULT_PORT_OFFSET = 10000
+
+
+def test_ports(offset: int = DEFAULT_PORT_OFFSET) -> dict[str, int]:
+    return {name: port + offset for name, port in DEFAULT_PORTS.items()}
+
+
+TEST_PORTS = test_ports()
 HOST = "127.0.0.1"
 # How every test process and job runs Spark. Test data is tiny: compiling code for each query
 # and adaptive planning cost more than they save, and nobody looks at a test's web UI. None of
@@ -51,14 +65,25 @@ TEST_DRIVER_MEMORY = "2g"
 TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 
+def port_offset(env: Mapping[str, str] | None = None) -> int:
+    raw = (os.environ if env is None else env).get(PORT_OFFSET_ENV) or str(DEFAULT_PORT_OFFSET)
+    if not raw.isdigit() or not 1000 <= int(raw) <= 50000:
+        raise SystemExit(f"{PORT_OFFSET_ENV}={raw!r}: give a whole number from 1000 to 50000")
+    return int(raw)
+
+
 def state_folder(env: Mapping[str, str] | None = None) -> Path:
-    return cache_dir(os.environ if env is None else env) / "test-state"
+    env = os.environ if env is None else env
+    offset = port_offset(env)
+    name = "test-state" if offset == DEFAULT_PORT_OFFSET else f"test-state-{offset}"
+    return cache_dir(env) / name
 
 
 def environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """`env` (default: this process's) with Tributary pointed at the test services."""
     base = dict(os.environ if env is None else env)
-    ports = {f"TRIBUTARY__SERVICES__{k.upper()}": str(v) for k, v in TEST_PORTS.items()}
+    ports_now = test_ports(port_offset(base))
+    ports = {f"TRIBUTARY__SERVICES__{k.upper()}": str(v) for k, v in ports_now.items()}
     return {
         **base,
         STATE_ENV: str(state_folder(base)),
@@ -66,9 +91,12 @@ def environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
         "TRIBUTARY_PROFILE": "local",
         "TRIBUTARY__SERVICES__BIND_HOST": HOST,
         **ports,
-        "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": f"{HOST}:{TEST_PORTS['kafka_port']}",
-        "TRIBUTARY__S3__ENDPOINT": f"http://{HOST}:{TEST_PORTS['minio_port']}",
-        "TRIBUTARY__AIRFLOW__URL": f"http://{HOST}:{TEST_PORTS['airflow_port']}",
+        "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": f"{HOST}:{ports_now['kafka_port']}",
+        "TRIBUTARY__S3__ENDPOINT": f"http://{HOST}:{ports_now['minio_port']}",
+        "TRIBUTARY__AIRFLOW__URL": f"http://{HOST}:{ports_now['airflow_port']}",
+        "TRIBUTARY__CDC__CONNECT_URL": f"http://{HOST}:{ports_now['connect_port']}",
+        "TRIBUTARY__CDC__DATABASE_HOST": HOST,
+        "TRIBUTARY__CDC__DATABASE_PORT": str(ports_now["postgres_port"]),
         # The DAG files do not change while the tests run: parsing them every 15 s would
         # only take CPU from the tests.
         "TRIBUTARY__SERVICES__AIRFLOW_REPARSE_SECONDS": "240",
@@ -80,8 +108,11 @@ def environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 # The data a test run writes and reads: each run that starts the services starts without it,
 # so no test depends on what another run, another clone or an older release left (a bronze
-# table of another schema, a live topic's history). Airflow's database, MinIO's data (each
-# run writes under a prefix of its own, deleted at its end) and the secrets stay.
+# table of another schema, a live topic's history). The shop database's cluster goes with
+# the Kafka log: Connect keeps its connectors' offsets in Kafka, and a replication slot
+# older than them would hold WAL for changes no topic will ever get. Airflow's database,
+# MinIO's data (each run writes under a prefix of its own, deleted at its end) and the
+# secrets stay.
 FRESH_EACH_RUN = ("lakehouse", "checkpoints", "dq", "ledgers", "spark-warehouse", "kafka")
 
 
@@ -92,15 +123,19 @@ def fresh_state() -> str:
 
     from infra.services.base import Context
     from infra.services.kafka import Kafka
+    from infra.services.postgres import Postgres
     from lakehouse.core.config import get_settings
 
     folder = state_folder()
-    if Kafka(Context(settings=get_settings(), state=folder)).running():
-        return "==> test services already running: keeping their lakehouse and Kafka log"
+    ctx = Context(settings=get_settings(), state=folder)
+    postgres = Postgres(ctx)
+    if Kafka(ctx).running() or postgres.running():
+        return "==> test services already running: keeping their lakehouse, Kafka log and database"
     gone = [name for name in FRESH_EACH_RUN if (folder / name).exists()]
     for name in gone:
         shutil.rmtree(folder / name)
-    return f"==> test state: a new {', '.join(FRESH_EACH_RUN)} ({folder})"
+    postgres.delete_cluster()
+    return f"==> test state: a new {', '.join(FRESH_EACH_RUN)} and shop database ({folder})"
 
 
 def apply() -> None:

@@ -1,10 +1,13 @@
 """Start, stop and report the embedded services.
 
-    python -m infra.services up     [kafka|minio|airflow ...] [--record FILE]
-    python -m infra.services down   [kafka|minio|airflow ...] [--only-recorded FILE]
+    python -m infra.services up     [SERVICE ...] [--record FILE]
+    python -m infra.services down   [SERVICE ...] [--only-recorded FILE]
     python -m infra.services status
     python -m infra.services airflow ARGS...   # the Airflow CLI, against our Airflow
     python -m infra.services chain  # unpause the DAGs of the automatic chain (make demo)
+
+SERVICE: kafka, postgres, connect, minio, airflow (default: all, in this order; `down` stops
+them in the reverse order).
 
 `--record` writes the names this call actually started, and `--only-recorded` stops just
 those: `make test` uses the pair so it stops what it started and leaves the rest running.
@@ -20,8 +23,10 @@ from pathlib import Path
 
 from infra.services.airflow import Airflow, airflow_bin
 from infra.services.base import Context, Service
+from infra.services.connect import Connect
 from infra.services.kafka import Kafka
 from infra.services.minio import Minio
+from infra.services.postgres import Postgres
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.paths import state_dir
 from lakehouse.core.processes import ServiceError
@@ -35,6 +40,8 @@ CHAIN = ["speed_layer", "batch_layer", "data_quality", "reconcile", "maintenance
 
 ORDER: dict[str, Callable[[Context], Service]] = {
     "kafka": Kafka,
+    "postgres": Postgres,
+    "connect": Connect,
     "minio": Minio,
     "airflow": Airflow,
 }

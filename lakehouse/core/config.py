@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -145,6 +146,9 @@ class ServicesSettings(_Frozen):
     airflow_port: int = Field(ge=1, le=65535)
     airflow_parallelism: int = Field(ge=1, le=64)
     airflow_reparse_seconds: int = Field(ge=5)
+    postgres_port: int = Field(ge=1, le=65535)
+    connect_port: int = Field(ge=1, le=65535)
+    connect_heap: str = Field(pattern=r"^\d+[kmgKMG]$")
 
 
 class BatchSettings(_Frozen):
@@ -208,6 +212,43 @@ class DqSettings(_Frozen):
         return value
 
 
+# PostgreSQL and Kafka Connect object names: lower-case identifiers, never quoted.
+_IDENTIFIER = r"^[a-z_][a-z0-9_]{0,62}$"
+
+
+class CdcSettings(_Frozen):
+    """Change data capture: the database Debezium reads and the connector that reads it."""
+
+    # Where clients reach Kafka Connect's REST API and PostgreSQL (the embedded services'
+    # ports are under `services`; these are what clients use, as kafka.bootstrap_servers).
+    connect_url: str = Field(pattern=r"^https?://")
+    database_host: str = Field(min_length=1)
+    database_port: int = Field(ge=1, le=65535)
+    database: str = Field(pattern=_IDENTIFIER)
+    user: str = Field(pattern=_IDENTIFIER)
+    password: SecretStr | None = None
+    schema_name: str = Field(pattern=_IDENTIFIER)
+    tables: tuple[str, ...] = Field(min_length=1)
+    topic_prefix: str = Field(pattern=r"^[A-Za-z0-9_-]{1,100}$")
+    connector_name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,100}$")
+    slot_name: str = Field(pattern=_IDENTIFIER)
+    publication_name: str = Field(pattern=_IDENTIFIER)
+
+    @field_validator("tables")
+    @classmethod
+    def _table_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [name for name in value if not re.match(_IDENTIFIER, name)]
+        if bad:
+            raise ValueError(f"table names must be lower-case identifiers: {', '.join(bad)}")
+        if len(set(value)) != len(value):
+            raise ValueError("a table is listed twice")
+        return value
+
+    def topic(self, table: str) -> str:
+        """The changelog topic Debezium writes a table's changes to: <prefix>.<schema>.<table>."""
+        return f"{self.topic_prefix}.{self.schema_name}.{table}"
+
+
 # Settings that are not in a section (TRIBUTARY__MODE=kappa).
 TOP_LEVEL_KEYS = {"mode"}
 
@@ -226,6 +267,7 @@ class Settings(_Frozen):
     spark: SparkSettings
     airflow: AirflowSettings
     services: ServicesSettings
+    cdc: CdcSettings
     dq: DqSettings = Field(default_factory=DqSettings)
     maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
     supervisor: SupervisorSettings = Field(default_factory=SupervisorSettings)
@@ -331,6 +373,8 @@ def _secret_values(env: Mapping[str, str]) -> dict[str, Any]:
         values.setdefault("s3", {})["secret_key"] = found["S3_SECRET_KEY"]
     if "AIRFLOW_ADMIN_PASSWORD" in found:
         values["airflow"] = {"admin_password": found["AIRFLOW_ADMIN_PASSWORD"]}
+    if "POSTGRES_PASSWORD" in found:
+        values["cdc"] = {"password": found["POSTGRES_PASSWORD"]}
     return values
 
 

@@ -64,3 +64,12 @@ def spark_jars_dir(env: Mapping[str, str] | None = None) -> Path:
 def kafka_jars_dir(env: Mapping[str, str] | None = None) -> Path:
     """The Kafka broker's jars, resolved by `make setup` from KAFKA_POM."""
     return cache_dir(env) / "jars" / f"kafka-{fingerprint(KAFKA_POM)}"
+
+
+CONNECT_POM = REPO_ROOT / "infra" / "jvm" / "connect" / "pom.xml"
+
+
+def connect_jars_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Kafka Connect and the Debezium PostgreSQL connector, resolved by `make setup` from
+    CONNECT_POM."""
+    return cache_dir(env) / "jars" / f"connect-{fingerprint(CONNECT_POM)}"

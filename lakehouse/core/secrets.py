@@ -23,7 +23,8 @@ _GENERATED = {
     "AIRFLOW_ADMIN_PASSWORD": lambda: _random.token_urlsafe(18),
     "AIRFLOW_JWT_SECRET": lambda: _random.token_urlsafe(48),
     "AIRFLOW_FERNET_KEY": lambda: _fernet_key(),
-    "POSTGRES_PASSWORD": lambda: _random.token_urlsafe(24),  # docker-compose.yml only
+    # The shop database's login role (change data capture), and docker-compose.yml's database.
+    "POSTGRES_PASSWORD": lambda: _random.token_urlsafe(24),
 }
 NAMES = tuple(_GENERATED)
 

@@ -75,9 +75,12 @@ def test_the_airflow_cli_runs_with_our_airflows_settings() -> None:
 
 
 def test_unknown_service_name_is_a_usage_error() -> None:
-    result = run_cli("up", "postgres")
+    result = run_cli("up", "redis")
     assert result.returncode == 2
-    assert "unknown service 'postgres'; choose from kafka, minio, airflow" in result.stderr
+    assert (
+        "unknown service 'redis'; choose from kafka, postgres, connect, minio, airflow"
+        in result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 

@@ -1,0 +1,270 @@
+"""The Debezium PostgreSQL connector on Kafka Connect: its config from the settings, and
+register / status / restart / delete through Connect's REST API.
+
+Every captured table must have a primary key: Debezium keys each change by it, and the
+changelog topic is compacted by key. A table without one is refused before the connector is
+registered (primary_key_problems), never captured with null keys."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from lakehouse.core.config import CdcSettings
+
+CONNECTOR_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
+# The Connect worker reads the password from its own environment (infra/connect/
+# worker.properties, config.providers): the config the REST API shows and the config topic
+# keeps only names it.
+PASSWORD_REFERENCE = "${env:TRIBUTARY_POSTGRES_PASSWORD}"
+# A worker answers 409 while its group rebalances (just started, a connector just changed).
+REBALANCE_WAIT_SECONDS = 60.0
+
+
+class CdcError(Exception):
+    """Capture cannot be set up or reached; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class TaskState:
+    id: int
+    state: str  # RUNNING, FAILED, PAUSED, UNASSIGNED, RESTARTING
+    trace: str | None
+
+
+@dataclass(frozen=True)
+class ConnectorStatus:
+    name: str
+    state: str
+    tasks: tuple[TaskState, ...]
+
+    @property
+    def running(self) -> bool:
+        """The connector and every one of its tasks run (a connector has a task once started)."""
+        return (
+            self.state == "RUNNING"
+            and bool(self.tasks)
+            and all(t.state == "RUNNING" for t in self.tasks)
+        )
+
+
+def connector_config(cdc: CdcSettings) -> dict[str, str]:
+    """The connector's config: one compacted topic per table, <prefix>.<schema>.<table>, keyed
+    by the primary key; decimals as strings (exact); a tombstone after each delete, so that
+    compaction can drop a deleted key; a snapshot of the tables' rows before the first change."""
+    return {
+        "connector.class": CONNECTOR_CLASS,
+        "tasks.max": "1",
+        "plugin.name": "pgoutput",
+        "database.hostname": cdc.database_host,
+        "database.port": str(cdc.database_port),
+        "database.user": cdc.user,
+        "database.password": PASSWORD_REFERENCE,
+        "database.dbname": cdc.database,
+        "topic.prefix": cdc.topic_prefix,
+        "table.include.list": ",".join(_include_pattern(cdc, t) for t in cdc.tables),
+        "slot.name": cdc.slot_name,
+        "publication.name": cdc.publication_name,
+        # Debezium creates the publication for exactly the listed tables and keeps it in step
+        # when the list changes.
+        "publication.autocreate.mode": "filtered",
+        "decimal.handling.mode": "string",
+        "tombstones.on.delete": "true",
+        "snapshot.mode": "initial",
+        "topic.creation.default.cleanup.policy": "compact",
+        "topic.creation.default.replication.factor": "1",
+        "topic.creation.default.partitions": "1",
+    }
+
+
+def _include_pattern(cdc: CdcSettings, table: str) -> str:
+    # table.include.list holds regular expressions matched against schema.table.
+    return f"{cdc.schema_name}\\.{table}"
+
+
+# For each listed table: whether it exists and whether it has a primary key, from the catalog.
+_PRIMARY_KEYS = """
+SELECT t.name,
+       c.oid IS NOT NULL AS present,
+       EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'p')
+FROM unnest(%s::text[]) AS t(name)
+LEFT JOIN pg_class c
+       ON c.relname = t.name AND c.relkind IN ('r', 'p')
+      AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = %s)
+"""
+
+
+def primary_key_problems(cdc: CdcSettings, found: dict[str, tuple[bool, bool]]) -> list[str]:
+    """One line per listed table that cannot be captured, from {table: (exists, has_pk)}."""
+    problems = []
+    for table in cdc.tables:
+        present, has_key = found.get(table, (False, False))
+        name = f"{cdc.schema_name}.{table}"
+        if not present:
+            problems.append(
+                f"table {name} does not exist in database {cdc.database}; "
+                "create it or take it out of cdc.tables"
+            )
+        elif not has_key:
+            problems.append(
+                f"table {name} has no primary key, so its changes cannot be captured: each "
+                "change is keyed by the primary key and the changelog topic keeps the latest "
+                f"change per key; add one (ALTER TABLE {name} ADD PRIMARY KEY (...)) or take "
+                "it out of cdc.tables"
+            )
+    return problems
+
+
+def check_tables(cdc: CdcSettings) -> None:
+    """Raise CdcError unless every listed table exists and has a primary key."""
+    import psycopg
+
+    if cdc.password is None:
+        raise CdcError("no database password (POSTGRES_PASSWORD); run `make setup`")
+    try:
+        with psycopg.connect(
+            host=cdc.database_host,
+            port=cdc.database_port,
+            dbname=cdc.database,
+            user=cdc.user,
+            password=cdc.password.get_secret_value(),
+            connect_timeout=10,
+        ) as conn:
+            rows = conn.execute(_PRIMARY_KEYS, (list(cdc.tables), cdc.schema_name)).fetchall()
+    except psycopg.OperationalError as err:
+        raise CdcError(
+            f"PostgreSQL at {cdc.database_host}:{cdc.database_port} cannot be reached "
+            f"({str(err).strip().splitlines()[0]}); start it with `make up`"
+        ) from None
+    problems = primary_key_problems(cdc, {name: (present, pk) for name, present, pk in rows})
+    if problems:
+        raise CdcError("; ".join(problems))
+
+
+def register_connector(cdc: CdcSettings) -> bool:
+    """Create the connector or update its config (idempotent). True if it was created."""
+    check_tables(cdc)
+    status, _ = _request(cdc, "PUT", f"/connectors/{_name(cdc)}/config", connector_config(cdc))
+    return status == 201
+
+
+def connector_status(cdc: CdcSettings) -> ConnectorStatus | None:
+    """The connector's and its tasks' states as Connect reports them; None if not registered."""
+    status, body = _request(cdc, "GET", f"/connectors/{_name(cdc)}/status", missing_ok=True)
+    if status == 404:
+        return None
+    tasks = tuple(
+        TaskState(id=int(t["id"]), state=str(t["state"]), trace=t.get("trace"))
+        for t in body.get("tasks", [])
+    )
+    return ConnectorStatus(name=cdc.connector_name, state=body["connector"]["state"], tasks=tasks)
+
+
+def wait_until_running(cdc: CdcSettings, timeout: float = 90.0) -> ConnectorStatus:
+    """Wait for the connector and its task to run; a failed task is raised with its trace."""
+    deadline = time.monotonic() + timeout
+    status = None
+    while time.monotonic() < deadline:
+        status = connector_status(cdc)
+        if status is not None and status.running:
+            return status
+        failed = [t for t in status.tasks if t.state == "FAILED"] if status else []
+        if failed:
+            trace = (failed[0].trace or "").strip().splitlines()
+            raise CdcError(
+                f"connector {cdc.connector_name}: task {failed[0].id} FAILED: "
+                f"{trace[0] if trace else 'no trace'}; see the Connect log, fix, then restart"
+            )
+        time.sleep(1)
+    raise CdcError(
+        f"connector {cdc.connector_name} is not running after {timeout:.0f}s "
+        f"(state: {status.state if status else 'not registered'}); see the Connect log"
+    )
+
+
+def restart_connector(cdc: CdcSettings) -> None:
+    """Restart the connector and all its tasks (resuming from the committed offsets)."""
+    _request(cdc, "POST", f"/connectors/{_name(cdc)}/restart?includeTasks=true&onlyFailed=false")
+
+
+def delete_connector(cdc: CdcSettings) -> bool:
+    """Remove the connector. Its replication slot stays (drop_replication_slot). True if it
+    existed."""
+    status, _ = _request(cdc, "DELETE", f"/connectors/{_name(cdc)}", missing_ok=True)
+    return status != 404
+
+
+def drop_replication_slot(cdc: CdcSettings) -> bool:
+    """Drop the connector's slot (the WAL it holds is freed; a new connector snapshots
+    again). The connector must be deleted first. True if there was one."""
+    import psycopg
+
+    assert cdc.password is not None, "no database password (POSTGRES_PASSWORD)"
+    with psycopg.connect(
+        host=cdc.database_host,
+        port=cdc.database_port,
+        dbname=cdc.database,
+        user=cdc.user,
+        password=cdc.password.get_secret_value(),
+        autocommit=True,
+    ) as conn:
+        row = conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            "WHERE slot_name = %s",
+            (cdc.slot_name,),
+        ).fetchall()
+    return bool(row)
+
+
+def _name(cdc: CdcSettings) -> str:
+    return urllib.parse.quote(cdc.connector_name, safe="")
+
+
+def _request(
+    cdc: CdcSettings,
+    method: str,
+    path: str,
+    body: dict[str, str] | None = None,
+    missing_ok: bool = False,
+) -> tuple[int, Any]:
+    """One REST call to Connect, retried while its group rebalances (409). Returns (status,
+    parsed body). Any other error is a CdcError with Connect's own message."""
+    url = cdc.connect_url.rstrip("/") + path
+    data = json.dumps(body).encode() if body is not None else None
+    deadline = time.monotonic() + REBALANCE_WAIT_SECONDS
+    while True:
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        request.add_header("Accept", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if raw else {}
+        except urllib.error.HTTPError as err:
+            if err.code == 404 and missing_ok:
+                return 404, {}
+            message = _error_message(err)
+            if err.code == 409 and time.monotonic() < deadline:
+                time.sleep(1)
+                continue
+            raise CdcError(
+                f"Kafka Connect at {cdc.connect_url} refused {method} {path}: {err.code} {message}"
+            ) from None
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise CdcError(
+                f"Kafka Connect at {cdc.connect_url} cannot be reached ({reason}); "
+                "start it with `make up`"
+            ) from None
+
+
+def _error_message(err: urllib.error.HTTPError) -> str:
+    try:
+        return str(json.loads(err.read()).get("message", ""))
+    except (ValueError, OSError):
+        return err.reason
