@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,11 +54,18 @@ class ConnectorStatus:
         )
 
 
-def connector_config(cdc: CdcSettings) -> dict[str, str]:
+def connector_config(
+    cdc: CdcSettings, topic_settings: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The connector's config: one compacted topic per table, <prefix>.<schema>.<table>, keyed
     by the primary key; decimals as strings (exact); a tombstone after each delete, so that
-    compaction can drop a deleted key; a snapshot of the tables' rows before the first change."""
-    return {
+    compaction can drop a deleted key; a snapshot of the tables' rows before the first change.
+    `topic_settings` are further Kafka settings of the topics it creates (segment.ms, ...);
+    the cleanup policy stays compact."""
+    extra = {f"topic.creation.default.{k}": v for k, v in (topic_settings or {}).items()}
+    if extra.get("topic.creation.default.cleanup.policy", "compact") != "compact":
+        raise CdcError("a changelog topic must be compacted: keep cleanup.policy=compact")
+    return extra | {
         "connector.class": CONNECTOR_CLASS,
         "tasks.max": "1",
         "plugin.name": "pgoutput",
@@ -146,10 +154,12 @@ def check_tables(cdc: CdcSettings) -> None:
         raise CdcError("; ".join(problems))
 
 
-def register_connector(cdc: CdcSettings) -> bool:
-    """Create the connector or update its config (idempotent). True if it was created."""
+def register_connector(cdc: CdcSettings, topic_settings: Mapping[str, str] | None = None) -> bool:
+    """Create the connector or update its config (idempotent), once every listed table is
+    known to have a primary key. True if it was created."""
     check_tables(cdc)
-    status, _ = _request(cdc, "PUT", f"/connectors/{_name(cdc)}/config", connector_config(cdc))
+    config = connector_config(cdc, topic_settings)
+    status, _ = _request(cdc, "PUT", f"/connectors/{_name(cdc)}/config", config)
     return status == 201
 
 
@@ -199,12 +209,15 @@ def delete_connector(cdc: CdcSettings) -> bool:
     return status != 404
 
 
-def drop_replication_slot(cdc: CdcSettings) -> bool:
-    """Drop the connector's slot (the WAL it holds is freed; a new connector snapshots
-    again). The connector must be deleted first. True if there was one."""
+def drop_replication_slot(cdc: CdcSettings, timeout: float = 30.0) -> bool:
+    """Drop the connector's slot and publication (the WAL the slot holds is freed; a new
+    connector snapshots again). Delete the connector first: its task lets go of the slot
+    within seconds, and this waits for that. True if there was a slot."""
     import psycopg
+    from psycopg import sql
 
-    assert cdc.password is not None, "no database password (POSTGRES_PASSWORD)"
+    if cdc.password is None:
+        raise CdcError("no database password (POSTGRES_PASSWORD); run `make setup`")
     with psycopg.connect(
         host=cdc.database_host,
         port=cdc.database_port,
@@ -213,12 +226,21 @@ def drop_replication_slot(cdc: CdcSettings) -> bool:
         password=cdc.password.get_secret_value(),
         autocommit=True,
     ) as conn:
-        row = conn.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE slot_name = %s",
-            (cdc.slot_name,),
-        ).fetchall()
-    return bool(row)
+        slot = "SELECT active FROM pg_replication_slots WHERE slot_name = %s"
+        deadline = time.monotonic() + timeout
+        while (row := conn.execute(slot, (cdc.slot_name,)).fetchone()) and row[0]:
+            if time.monotonic() > deadline:
+                raise CdcError(
+                    f"replication slot {cdc.slot_name} is still in use after {timeout:.0f}s; "
+                    f"delete connector {cdc.connector_name} first"
+                )
+            time.sleep(0.5)
+        if row is not None:
+            conn.execute("SELECT pg_drop_replication_slot(%s)", (cdc.slot_name,))
+        conn.execute(
+            sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(cdc.publication_name))
+        )
+    return row is not None
 
 
 def _name(cdc: CdcSettings) -> str:

@@ -167,3 +167,47 @@ def test_a_state_folder_under_a_file_is_refused_before_anything_writes(tmp_path:
     # A state folder that does not exist yet is made by whoever writes there first.
     settings = load_settings(environ=env(tmp_path, TRIBUTARY_STATE=str(tmp_path / "new" / "s")))
     assert settings.storage.root == str(tmp_path / "new" / "s" / "lakehouse")
+
+
+def test_cdc_settings_have_the_shop_database_and_its_secret(tmp_path: Path) -> None:
+    from lakehouse.core.secrets import ensure_secrets, read_secrets
+
+    ensure_secrets(env(tmp_path))
+    settings = load_settings(environ=env(tmp_path))
+    cdc = settings.cdc
+    assert (cdc.database, cdc.user, cdc.schema_name) == ("shop", "tributary", "public")
+    assert cdc.tables == ("users", "products", "orders")
+    assert cdc.topic("orders") == "shop.public.orders"
+    assert cdc.password is not None
+    assert cdc.password.get_secret_value() == read_secrets(env(tmp_path))["POSTGRES_PASSWORD"]
+    assert (settings.services.postgres_port, settings.services.connect_port) == (5433, 8083)
+    assert cdc.database_port == settings.services.postgres_port
+    assert cdc.connect_url == f"http://127.0.0.1:{settings.services.connect_port}"
+
+
+def test_cdc_clients_follow_the_environment(tmp_path: Path) -> None:
+    settings = load_settings(
+        environ=env(
+            tmp_path,
+            TRIBUTARY__CDC__CONNECT_URL="http://connect:8083",
+            TRIBUTARY__CDC__DATABASE_HOST="postgres",
+            TRIBUTARY__CDC__TABLES="[users]",
+        )
+    )
+    assert settings.cdc.connect_url == "http://connect:8083"
+    assert settings.cdc.database_host == "postgres"
+    assert settings.cdc.tables == ("users",)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("TRIBUTARY__CDC__TABLES", "[Users]", "lower-case identifiers: Users"),
+        ("TRIBUTARY__CDC__TABLES", "[users, users]", "listed twice"),
+        ("TRIBUTARY__CDC__SLOT_NAME", "my-slot", r"cdc\.slot_name"),
+        ("TRIBUTARY__CDC__CONNECT_URL", "connect:8083", r"cdc\.connect_url"),
+    ],
+)
+def test_bad_cdc_values_are_refused(tmp_path: Path, name: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(environ=env(tmp_path, **{name: value}))
