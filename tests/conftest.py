@@ -116,6 +116,20 @@ def airflow_up(minio_settings: Settings) -> str:
 
 
 @pytest.fixture(scope="session")
+def postgres_up(minio_settings: Settings) -> str:
+    cdc = minio_settings.cdc
+    where = f"{cdc.database_host}:{cdc.database_port}"
+    reachable = lambda: port_open(cdc.database_host, cdc.database_port)  # noqa: E731
+    return require("postgres", reachable, "PostgreSQL", where)
+
+
+@pytest.fixture(scope="session")
+def connect_up(minio_settings: Settings, kafka_up: str, postgres_up: str) -> str:
+    url = minio_settings.cdc.connect_url
+    return require("connect", lambda: http_ok(f"{url}/"), "Kafka Connect", url)
+
+
+@pytest.fixture(scope="session")
 def driver_settings(minio_settings: Settings, request: pytest.FixtureRequest) -> Settings:
     """The settings of this run's own Spark driver. The driver lives as long as the run: with
     integration tests in it (`make test`, about 15 minutes) the C2 compiler's code pays back
