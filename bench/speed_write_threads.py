@@ -1,23 +1,27 @@
 """How much sooner does a micro-batch finish with its table writes side by side, with
-another number of tasks rebuilding Delta's table state, or with another value of any Spark
-setting?
+another number of tasks rebuilding Delta's table state, with another value of any Spark
+setting, or with its appends made without looking for an earlier try?
 
     .venv/bin/python -m bench.speed_write_threads [--batches 30] [--events-per-batch 300 2500]
-                        [--threads 1 4 | --delta-log-tasks 4 1 | --conf KEY VALUE VALUE ...]
+                        [--threads 1 4 | --delta-log-tasks 4 1 | --conf KEY VALUE VALUE ...
+                         | --untried-appends]
                         [--minutes-per-batch 0.1] [--backlog]
 
 The same micro-batches (bench.speed_aging's synthetic Kafka records, --minutes-per-batch of
-event time each) go through one speed-layer processor per variant, each writing its own
-tables, in one process and interleaved batch by batch (the order alternating), so that a busy
-moment of this noisy machine falls on every variant alike. The variants are the values of
+event time each) go through one speed-layer processor per variant, each writing its own tables,
+in one process and interleaved batch by batch (the order alternating), so that a busy moment of
+this noisy machine falls on every variant alike. The variants are the values of
 `speed.write_threads` (--threads, the default), of `spark.delta_log_tasks` (--delta-log-tasks)
-or of the Spark setting KEY (--conf); a setting is set on the session around each batch, and
-the MERGEs' own sessions carry it over (as they do `lakehouse.core.spark.HOW_TO_RUN`).
-The figure is each variant's median batch time over the first variant's, after a warm-up of
-5 batches. Nothing waits in Kafka after a batch, so each runs as a small one (interpreted
-projections); with --backlog, as part of a catch-up (generated code), e.g.
-`--events-per-batch 200000 --minutes-per-batch 1 --batches 12 --backlog` for the live
-stream's largest batches. Results go to bench/results/speed_write_threads-<timestamp>.json.
+or of the Spark setting KEY (--conf), or (--untried-appends) every append checked by Delta's
+transaction id (delta_io.append_once, as before batch marks) against the stream's own
+(delta_io.append_batch: a batch it knows untried appends without looking); a setting is set on
+the session around each batch, and the MERGEs' own sessions carry it over (as they do
+`lakehouse.core.spark.HOW_TO_RUN`). The figure is each variant's median batch time over the
+first variant's, after a warm-up of 5 batches. Nothing waits in Kafka after a batch, so each
+runs as a small one (interpreted projections); with --backlog, as part of a catch-up (generated
+code), e.g. `--events-per-batch 200000 --minutes-per-batch 1 --batches 12 --backlog` for the
+live stream's largest batches.
+Results go to bench/results/speed_write_threads-<timestamp>.json.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,6 +42,7 @@ from bench.speed_aging import OUT, kafka_batch
 from bench.speed_layer import bench_settings
 from lakehouse.core import delta_io
 from lakehouse.core.spark import DELTA_LOG_TASKS
+from lakehouse.speed import micro_batch
 from lakehouse.speed.micro_batch import MicroBatchProcessor
 
 WARM_UP_BATCHES = 5
@@ -46,6 +53,25 @@ class Variant:
     label: str
     write_threads: int | None = None  # None: as configured
     conf: tuple[str, str] | None = None  # a Spark setting and its value
+    txn_checked: bool = False  # every append by Delta's transaction id (append_once)
+
+
+@contextmanager
+def appends_of(variant: Variant) -> Iterator[None]:
+    """The variant's appends: the stream's own, or each checked by Delta's transaction id."""
+    if not variant.txn_checked:
+        yield
+        return
+
+    def checked(df, table, settings, app_id, batch_id, layout=None, untried=False):  # type: ignore[no-untyped-def]
+        delta_io.append_once(df, table, settings, app_id, batch_id, layout)
+
+    own = micro_batch.append_batch
+    micro_batch.append_batch = checked  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        micro_batch.append_batch = own
 
 
 def run(
@@ -81,7 +107,8 @@ def run(
             if conf is not None:
                 spark.conf.set(*conf)
             began = time.monotonic()
-            processors[i](batch, index)
+            with appends_of(variants[i]):
+                processors[i](batch, index)
             seconds[i].append(time.monotonic() - began)
         took = ", ".join(f"{s[-1]:.2f}" for s in seconds)
         print(f"{events} records, batch {index + 1}/{batches}: {took} s", flush=True)
@@ -110,6 +137,7 @@ def main() -> None:
     vary.add_argument("--threads", type=int, nargs="+")
     vary.add_argument("--delta-log-tasks", type=int, nargs="+")
     vary.add_argument("--conf", nargs="+", metavar=("KEY", "VALUE"))
+    vary.add_argument("--untried-appends", action="store_true")
     parser.add_argument("--minutes-per-batch", type=float, default=0.1)
     parser.add_argument("--backlog", action="store_true")
     args = parser.parse_args()
@@ -122,6 +150,8 @@ def main() -> None:
     if args.conf:
         key, *values = args.conf
         variants = [Variant(f"{key}={value}", conf=(key, value)) for value in values]
+    elif args.untried_appends:
+        variants = [Variant("txn_checked", txn_checked=True), Variant("untried_unchecked")]
     else:
         variants = [Variant(str(t), write_threads=t) for t in args.threads or [1, 4]]
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import tempfile
@@ -179,11 +180,12 @@ def stored_layout(spark: SparkSession, table: Table, settings: Settings) -> tupl
     return tuple(name for name in table.layout_names if name in stored)
 
 
-# --- idempotent writes (exactly-once through Delta transaction ids) -----------------------
+# --- idempotent writes (exactly-once per writer and batch) --------------------------------
 #
-# Every write of a micro-batch carries (txnAppId, txnVersion) = (the writer's identity, the
-# batch id). Delta records the pair in the commit and skips any later write whose version is
-# not newer, so a batch that is replayed after a crash cannot apply anything twice.
+# A write that may be made again (a micro-batch replayed after a crash, a task retried) carries
+# (the writer's identity, a version): Delta's transaction id (txnAppId, txnVersion), which Delta
+# records and checks itself (append_once, merge_once), or for a stream's appends a mark it looks
+# for (append_batch). Either way nothing is applied twice.
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -224,11 +226,68 @@ def append_once(
     version: int,
     layout: Collection[str] | None = None,
 ) -> None:
-    """Append `df` once per (app_id, version). `layout`: only these of the table's layout
-    columns (stored_layout)."""
+    """Append `df` once per (app_id, version), by Delta's transaction id. `layout`: only these
+    of the table's layout columns (stored_layout)."""
     appender(df, table, layout).option("txnAppId", app_id).option("txnVersion", version).save(
         table.path(settings)
     )
+
+
+def append_batch(
+    df: DataFrame,
+    table: Table,
+    settings: Settings,
+    app_id: str,
+    batch_id: int,
+    layout: Collection[str] | None = None,
+    untried: bool = False,
+) -> None:
+    """A stream's append of micro-batch `batch_id`, once per (app_id, batch_id).
+
+    The commit is marked with the pair in its userMetadata. `untried`: the stream knows no
+    earlier try of the batch can have written (it committed the batch before it and has not
+    begun this one), so the append is made without looking: Delta's check of a transaction id
+    rebuilds the table's state from its log, most of a small append's time. Any other append
+    first looks for its mark among the table's latest commits, and also carries the
+    transaction id, which Delta checks, for what the stream committed before marks."""
+    writer = appender(df, table, layout).option("userMetadata", batch_mark(app_id, batch_id))
+    if not untried:
+        if marked_by(df.sparkSession, table, settings, app_id, batch_id):
+            return
+        writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
+    writer.save(table.path(settings))
+
+
+# A table's one writer commits at most a few times per batch (its append, a compaction or a
+# fold, a vacuum's start and end): a retried batch's mark, if it was committed, is among the
+# last commits. The search stops at the first of the writer's marks it meets.
+MARK_SEARCH_COMMITS = 64
+MARK_PREFIX = "tributary-batch "
+
+
+def batch_mark(app_id: str, batch_id: int) -> str:
+    return f"{MARK_PREFIX}{json.dumps({'app': app_id, 'batch': batch_id})}"
+
+
+def marked_by(
+    spark: SparkSession, table: Table, settings: Settings, app_id: str, batch_id: int
+) -> bool:
+    """Whether the table's latest commits hold a write of (app_id, batch_id) or of a later
+    batch of app_id: as with Delta's transaction ids, a batch not newer than the writer's last
+    is one already written."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    if not table_exists(spark, table, settings):
+        return False
+    history = DeltaTable.forPath(spark, table.path(settings)).history(MARK_SEARCH_COMMITS)
+    for row in history.select("version", "userMetadata").orderBy(F.desc("version")).collect():
+        meta = row["userMetadata"] or ""
+        if meta.startswith(MARK_PREFIX):
+            mark = json.loads(meta.removeprefix(MARK_PREFIX))
+            if mark["app"] == app_id:
+                return int(mark["batch"]) >= batch_id
+    return False
 
 
 def append_new(df: DataFrame, table: Table, settings: Settings) -> None:

@@ -7,12 +7,14 @@
     speed.<views>       <- new on-time events         (append: the batch's partial rows)
     ops.speed_progress  <- one row: counts, watermark, lag, freshness  (written last)
 
-Exactly-once: every write carries (txnAppId, txnVersion) = (this output's writer id, batch id),
-so a batch Spark replays after a crash skips what it already committed; the progress row, keyed
-by the same pair, is looked up instead whenever the batch may have been tried before. Replaying
-must also *decide* the same things, so the decisions use state pinned by the previous batch's
-progress row: the watermark in force and the silver version to deduplicate against. A failed
-write raises: the batch fails and is retried, never half-committed and forgotten.
+Exactly-once: every write is marked with (this output's writer id, batch id), so a batch Spark
+replays after a crash skips what it already committed (delta_io.append_batch). Whenever the
+batch may have been tried before (the first batch after a start, a retry) each write looks for
+its mark first, and the progress row, keyed by the same pair, is looked up; a batch this
+processor knows it has not begun before writes without looking. Replaying must also *decide*
+the same things, so the decisions use state pinned by the previous batch's progress row: the
+watermark in force and the silver version to deduplicate against. A failed write raises: the
+batch fails and is retried, never half-committed and forgotten.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from pyspark.sql import functions as F
 from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
+    append_batch,
     append_new,
-    append_once,
     compact_small_files,
     fold_partials,
     read_table_at,
@@ -411,26 +413,34 @@ class MicroBatchProcessor:
                 partials_of = getattr(out, name).partials_of
                 assert partials_of is not None, f"{name}: a view's table"
                 compute = view(partials_of).compute
-                return lambda: self.append_view(spark, compute(on_time), name, app, batch_id)
+                return lambda: self.append_view(
+                    spark, compute(on_time), name, app, batch_id, untouched
+                )
 
             if out.raw is not None:
                 bronze = out.raw
                 writes["bronze"] = (
                     stats.input_rows,
-                    lambda: append_once(raw, bronze, settings, app, batch_id),
+                    lambda: append_batch(raw, bronze, settings, app, batch_id, untried=untouched),
                 )
             writes |= {
                 "quarantine": (
                     stats.quarantined + stats.conflicting,
-                    lambda: append_once(quarantined, out.quarantine, settings, app, batch_id),
+                    lambda: append_batch(
+                        quarantined, out.quarantine, settings, app, batch_id, untried=untouched
+                    ),
                 ),
                 "silver": (
                     stats.new_events,
-                    lambda: append_once(flagged, out.silver, settings, app, batch_id),
+                    lambda: append_batch(
+                        flagged, out.silver, settings, app, batch_id, untried=untouched
+                    ),
                 ),
                 "late": (
                     stats.late_events,
-                    lambda: append_once(late, out.late, settings, app, batch_id),
+                    lambda: append_batch(
+                        late, out.late, settings, app, batch_id, untried=untouched
+                    ),
                 ),
                 **{name: (stats.on_time, partial_write(name)) for name in VIEW_STEPS},
             }
@@ -596,13 +606,20 @@ class MicroBatchProcessor:
     # --- views ---------------------------------------------------------------------------
 
     def append_view(
-        self, spark: SparkSession, rows: DataFrame, name: str, app: str, batch_id: int
+        self,
+        spark: SparkSession,
+        rows: DataFrame,
+        name: str,
+        app: str,
+        batch_id: int,
+        untouched: bool = False,
     ) -> None:
         """The batch's rows of a view (SpeedOutputs field `name`), appended as they are: a key
         the batch shares with earlier batches gets a second row, which readers combine
         (lakehouse.transforms.partials). A view is never read to be written."""
         target = getattr(self.outputs, name)
-        append_once(rows, target, self.settings, app, batch_id, self.layout_of(spark, target))
+        layout = self.layout_of(spark, target)
+        append_batch(rows, target, self.settings, app, batch_id, layout, untried=untouched)
 
     def layout_of(self, spark: SparkSession, target: Table) -> tuple[str, ...]:
         """The table's stored layout (delta_io.stored_layout), read once: the stream is its

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lakehouse.core.delta_io import (
+    append_batch,
     append_once,
     compact_small_files,
     merge_once,
@@ -271,3 +272,39 @@ def test_a_few_rows_from_the_driver_are_written_without_stray_files(spark, local
     path = target.path(local_settings)
     assert files_on_disk(path) == files_in_use(spark, path)
     assert read_table(spark, target, local_settings).count() == 3
+
+
+def test_an_append_is_made_once_per_writer_and_batch_whichever_way_it_was_made(
+    spark, local_settings
+) -> None:
+    """A batch a stream knows to be untried appends without looking; any other append of the
+    same (writer, batch) finds that commit by its mark, past commits of other kinds and of
+    other writers, and one committed with a transaction id alone (before marks) by Delta's
+    own check. A version older than the writer's last counts as written, as Delta's does."""
+    target = replace(
+        table("ops.speed_progress"), name="tests.marked_appends", schema="n long, note string"
+    )
+
+    def append(n: int, app: str, version: int, untried: bool = False) -> None:
+        rows = small_frame(spark, [(n, f"{app}:{version}")], target)
+        append_batch(rows, target, local_settings, app, version, untried=untried)
+
+    def notes() -> list[str]:
+        return sorted(r["note"] for r in read_table(spark, target, local_settings).collect())
+
+    append(1, "a", 0, untried=True)
+    append(1, "a", 0)  # a retry of batch 0: its mark is found
+    append(2, "b", 0)  # another writer's batch 0
+    append(3, "a", 1)
+    # A commit of another kind after batch 1 (a compaction, as a stream's turn makes)...
+    compact_small_files(spark, target, local_settings, small_file_bytes=BOUND)
+    append(3, "a", 1)  # ...does not hide its mark
+    append(0, "a", 0)  # older than the writer's last: written
+    # Written by a stream before marks: Delta's transaction id alone.
+    small_frame(spark, [(9, "a:5")], target).write.format("delta").mode("append").option(
+        "txnAppId", "a"
+    ).option("txnVersion", 5).save(target.path(local_settings))
+    append(9, "a", 5)
+    append(6, "a", 6)
+
+    assert notes() == ["a:0", "a:1", "a:5", "a:6", "b:0"]

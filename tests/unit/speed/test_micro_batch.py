@@ -461,7 +461,9 @@ def test_a_batch_retried_after_a_week_s_stop_reads_silver_as_it_was(
 
     The batch writes its tables side by side (speed.write_threads): the one failed write must
     still fail the batch before its progress row, and the retry must skip what the others
-    committed."""
+    committed. Its first try is the running stream's, which committed batch 1 and so writes
+    batch 2 without looking for an earlier try: the retry, after a restart, must find those
+    writes by their marks."""
 
     settings = moved_to(streamed.plain, copied(streamed.plain_folder, tmp_path / "copy"))
     out = SpeedOutputs.live()
@@ -473,8 +475,10 @@ def test_a_batch_retried_after_a_week_s_stop_reads_silver_as_it_was(
     blocked.parent.mkdir(parents=True, exist_ok=True)
     blocked.write_text("a file where the table's folder should be")
     assert settings.speed.write_threads > 1
+    running = MicroBatchProcessor(settings, blocked_out, checkpoint, lambda: {})
+    running._committed, running._seen = streamed.committed, streamed.seen
     with pytest.raises(Exception, match="blocked_counts"):
-        MicroBatchProcessor(settings, blocked_out, checkpoint, lambda: {})(batch, 2)
+        running(batch, 2)
     assert streamed.committed is not None
     left = streamed.committed[2].silver_version
     assert left is not None and left < table_version(spark, out.silver, settings), "written"
