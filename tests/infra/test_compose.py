@@ -32,6 +32,8 @@ REQUIRED_SERVICES = {
     "spark-master",
     "spark-worker",
     "postgres",
+    "shop-db",
+    "connect",
     "airflow-apiserver",
     "airflow-scheduler",
 }
