@@ -31,6 +31,14 @@ def test_every_test_service_listens_elsewhere_than_the_default_and_clients_follo
     assert tests.kafka.bootstrap_servers == f"127.0.0.1:{tests.services.kafka_port}"
     assert tests.s3.endpoint == f"http://127.0.0.1:{tests.services.minio_port}"
     assert tests.airflow.url == f"http://127.0.0.1:{tests.services.airflow_port}"
+    assert tests.cdc.connect_url == f"http://127.0.0.1:{tests.services.connect_port}"
+    assert (tests.cdc.database_host, tests.cdc.database_port) == (
+        "127.0.0.1",
+        tests.services.postgres_port,
+    )
+    assert test_env.DEFAULT_PORTS == {
+        name: getattr(default.services, name) for name in test_env.DEFAULT_PORTS
+    }, "the tests' ports are the defaults moved by the offset"
     assert tests.profile == "local"
     assert tests.spark.conf == test_env.TEST_SPARK_CONF, "every test job runs Spark the same way"
     assert tests.spark.java_options == test_env.TEST_JAVA_OPTIONS
@@ -43,6 +51,14 @@ def test_the_tests_keep_their_state_apart_from_the_demo(tmp_path: Path) -> None:
     assert tests_state != state_dir(env)
     tests = load_settings(environ=test_env.environ(env))
     assert tests.storage.root == str(tests_state / "lakehouse")
+
+
+def test_another_port_offset_is_another_test_environment(tmp_path: Path) -> None:
+    env = clean_env(tmp_path) | {test_env.PORT_OFFSET_ENV: "20000"}
+    tests = load_settings(environ=test_env.environ(env))
+    assert tests.services.kafka_port == 29092
+    assert tests.cdc.connect_url == "http://127.0.0.1:28083"
+    assert state_dir(test_env.environ(env)) == tmp_path / "cache" / "test-state-20000"
 
 
 def test_this_test_run_itself_uses_the_test_services() -> None:
