@@ -36,9 +36,9 @@ def test_every_test_service_listens_elsewhere_than_the_default_and_clients_follo
         "127.0.0.1",
         tests.services.postgres_port,
     )
-    assert test_env.DEFAULT_PORTS == {
+    assert {
         name: getattr(default.services, name) for name in test_env.DEFAULT_PORTS
-    }, "the tests' ports are the defaults moved by the offset"
+    } == test_env.DEFAULT_PORTS, "the tests' ports are the defaults moved by the offset"
     assert tests.profile == "local"
     assert tests.spark.conf == test_env.TEST_SPARK_CONF, "every test job runs Spark the same way"
     assert tests.spark.java_options == test_env.TEST_JAVA_OPTIONS
