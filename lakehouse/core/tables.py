@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakehouse.cdc.shop import CAPTURED, CapturedTable
 from lakehouse.core.config import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ REPLAY = "replay"  # replay_<version>.* tables (SpeedOutputs.replay) and ops.rep
 VERSIONS = "versions"  # ops.serving_pointer: promotion, rollback, removal of replay versions
 RECONCILE = "reconcile"
 QUALITY = "quality"  # jobs/quality.py: Great Expectations suites on the tables' snapshots
+CDC = "cdc"  # the changelog stream: bronze.<table>_changes, silver.<table>_current/_history
 
 # Column sets several tables share.
 EVENT = (
@@ -173,6 +175,76 @@ QUALITY_QUARANTINE = (
     "run_id string, table_name string, table_version bigint, row string, "
     "reasons array<string>, reason string, checked_at timestamp"
 )
+
+# A change as Debezium sent it (lakehouse.transforms.changes): the record's bytes and position,
+# and what parsing read from it. A tombstone (null value after a delete) has no op and no
+# source fields.
+CHANGES = (
+    "topic string, partition int, offset bigint, kafka_timestamp timestamp, key binary, "
+    "value binary, tombstone boolean, op string, lsn bigint, tx_id bigint, "
+    "commit_time timestamp, snapshot string, key_json string, before string, after string, "
+    "ingested_at timestamp"
+)
+# Which change a current row came from.
+CURRENT_SOURCE = "lsn bigint, kafka_offset bigint, commit_time timestamp"
+# A version's life on the business clock, and the changes that opened and ended it.
+VERSION_LIFE = (
+    "valid_from timestamp, valid_to timestamp, is_current boolean, deleted boolean, "
+    "lsn bigint, ended_lsn bigint"
+)
+# The changelog stream commits every table each micro-batch (primes, as the speed layer's):
+# the quarantine's, then each captured table's changes, current and history in turn.
+CDC_CHECKPOINT_INTERVALS = (127, 131, 137, 139, 149, 151, 157, 163, 167, 173)
+
+
+def captured_tables(captured: CapturedTable, intervals: tuple[int, int, int]) -> list[Table]:
+    """A captured table's changelog, its current rows and its type-2 history."""
+    changes, current, history = intervals
+    return [
+        Table(
+            f"bronze.{captured.name}_changes",
+            CDC,
+            f"Every change of shop.{captured.name} as received: op, LSN, commit time, before, "
+            "after, key and log position, tombstones too. Compaction never reaches it.",
+            schema=CHANGES,
+            checkpoint_interval=changes,
+            stats_columns=("kafka_timestamp", "ingested_at", "offset", "lsn"),
+        ),
+        Table(
+            f"silver.{captured.name}_current",
+            CDC,
+            f"shop.{captured.name} as of the last change applied: one row per key, deletes "
+            "applied, with the change it came from",
+            schema=f"{captured.ddl}, {CURRENT_SOURCE}",
+            checkpoint_interval=current,
+        ),
+        Table(
+            f"silver.{captured.name}_history",
+            CDC,
+            f"shop.{captured.name}'s versions (type 2): one row per version, valid from its "
+            f"{captured.clock} until the next version's or its delete's commit time",
+            schema=f"{captured.ddl}, {VERSION_LIFE}",
+            checkpoint_interval=history,
+        ),
+    ]
+
+
+def _cdc_tables() -> list[Table]:
+    quarantine, *per_table = CDC_CHECKPOINT_INTERVALS
+    assert len(per_table) == 3 * len(CAPTURED), "three intervals per captured table"
+    tables = [
+        Table(
+            "bronze.cdc_quarantine",
+            CDC,
+            "Changelog records that cannot be parsed as changes: the raw record and its reasons",
+            schema=QUARANTINE,
+            checkpoint_interval=quarantine,
+        )
+    ]
+    for i, captured in enumerate(CAPTURED.values()):
+        changes, current, history = per_table[3 * i : 3 * i + 3]
+        tables += captured_tables(captured, (changes, current, history))
+    return tables
 
 
 TABLES: dict[str, Table] = {
@@ -317,6 +389,7 @@ TABLES: dict[str, Table] = {
             "Rows a quality run's QUARANTINE checks refused: table, version, row as JSON, reasons",
             schema=QUALITY_QUARANTINE,
         ),
+        *_cdc_tables(),
     )
 }
 
