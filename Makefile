@@ -19,7 +19,7 @@ LINT    := .venv/bin/ruff check . && .venv/bin/ruff format --check .
 # Its cache outside the clone, as every build's: a fresh clone type-checks from it.
 TYPES   := MYPY_CACHE_DIR=$${TRIBUTARY_CACHE:-$$HOME/.cache/tributary}/mypy .venv/bin/mypy
 
-.PHONY: help setup up down status airflow demo generate speed batch query compare migrate-bronze test test-fast test-up test-down clean-bench compose-env lint typecheck lock
+.PHONY: help setup up down status airflow demo generate generate-changes speed batch query compare migrate-bronze test test-fast test-up test-down clean-bench compose-env lint typecheck lock
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ demo: up  ## run the main job end to end, say where to look, and leave the autom
 
 generate: setup  ## send events with anomalies to Kafka: make generate ARGS="--count 10000 --realtime --rate 500"
 	@$(PY) -m jobs.generate $(ARGS)
+
+generate-changes: setup  ## insert, update, delete shop rows in PostgreSQL: make generate-changes ARGS="--count 1000 --rate 50"
+	@$(PY) -m jobs.generate_changes $(ARGS)
 
 speed: setup  ## run the speed layer in the foreground until Ctrl-C (Airflow's speed_layer DAG runs it detached)
 	@$(PY) -m jobs.speed_layer $(ARGS)
