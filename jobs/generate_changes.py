@@ -9,12 +9,10 @@ First the dimension rows the click events refer to (users u0001.., products p001
 database lacks, then N changes: new users, products and orders; segment, country, price, total
 and order status changes; products delisted and orders deleted; with --key-updates, orders
 moved to a new order id. Without --rate the changes go in as fast as PostgreSQL takes them.
-The ledger (one JSON line per committed change: table, op, key, the row after, LSN, txid, commit
-time) goes to <state>/ledgers/ unless --ledger says otherwise.
-
-Exit status (jobs.contract): 0 applied, 1 PostgreSQL or configuration failure (nothing
-changed), 2 bad arguments (nothing changed), 5 stopped part-way (the ledger lists what was
-committed).
+The ledger (a JSON line per committed change: table, op, key, row after, LSN, txid, time)
+goes to <state>/ledgers/ unless --ledger says otherwise. Exit status (jobs.contract): 0 applied,
+1 PostgreSQL or configuration failure and 2 bad arguments (nothing changed), 5 stopped part-way
+(the ledger lists what was committed).
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from __future__ import annotations
 import argparse
 import secrets
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 from jobs.arguments import duration, positive_float, positive_int, start_time
@@ -37,6 +34,7 @@ from lakehouse.generator.shop_changes import (
     ShopUnavailableError,
     apply_changes,
     default_ledger,
+    paced_step,
     summary_lines,
 )
 
@@ -49,9 +47,7 @@ def build_parser() -> OneLineParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--count", type=positive_int, required=True, help="changes after the seed rows"
-    )
+    parser.add_argument("--count", type=positive_int, required=True, help="after the seed rows")
     parser.add_argument(
         "--rate", type=positive_float, help="changes per second (default: as fast as possible)"
     )
@@ -62,11 +58,7 @@ def build_parser() -> OneLineParser:
         default="now",
         help="business clock (updated_at) of the first change: 'now' (default) or ISO-8601",
     )
-    parser.add_argument(
-        "--step",
-        type=duration,
-        help="business time between changes, on average (default 1/--rate, or 1s)",
-    )
+    parser.add_argument("--step", type=duration, help="business time a change (1/--rate, 1s)")
     parser.add_argument("--users", type=positive_int, default=50, help="u0001.. (default 50)")
     parser.add_argument("--products", type=positive_int, default=200, help="p001.. (default 200)")
     for op, share in (("inserts", 0.3), ("updates", 0.55), ("deletes", 0.1), ("key-updates", 0)):
@@ -74,24 +66,13 @@ def build_parser() -> OneLineParser:
             f"--{op}", type=float, default=share, metavar="W", help=f"share (default {share})"
         )
     parser.add_argument(
-        "--per-transaction",
-        type=positive_int,
-        default=1,
-        metavar="K",
-        help="changes per transaction (default 1; many for one long transaction)",
+        "--per-transaction", type=positive_int, default=1, metavar="K", help="default 1"
     )
-    parser.add_argument(
-        "--key-prefix", default="", help="put before every key, to keep a run's rows apart"
-    )
+    parser.add_argument("--key-prefix", default="", help="before every key: a run's own rows")
     parser.add_argument(
         "--ledger", type=Path, help="default <state>/ledgers/<time>-changes-seed<S>.jsonl"
     )
     return parser
-
-
-def default_step(rate: float | None) -> timedelta:
-    """Paced, the business clock keeps up with the wall clock; unpaced, a second a change."""
-    return timedelta(seconds=1 / rate) if rate else timedelta(seconds=1)
 
 
 def main(argv: list[str]) -> Exit:
@@ -115,7 +96,7 @@ def main(argv: list[str]) -> Exit:
             updates=args.updates,
             deletes=args.deletes,
             key_updates=args.key_updates,
-            step=args.step or default_step(args.rate),
+            step=args.step or paced_step(args.rate),
             key_prefix=args.key_prefix,
         )
     except ValueError as err:

@@ -117,6 +117,12 @@ class ChangeConfig:
         )
 
 
+def paced_step(rate: float | None) -> timedelta:
+    """The business time between changes unless told: paced, the business clock keeps up
+    with the wall clock; unpaced, a second a change."""
+    return timedelta(seconds=1 / rate) if rate else timedelta(seconds=1)
+
+
 def config_problems(cfg: ChangeConfig) -> list[str]:
     """Every reason `cfg` cannot be planned, each saying what to change."""
     problems = []
