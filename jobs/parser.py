@@ -8,6 +8,7 @@ import difflib
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NoReturn
 
 
@@ -81,3 +82,28 @@ def _is_option(arg: str) -> bool:
     except ValueError:
         return True
     return False
+
+
+def stop_file_path(text: str) -> Path:
+    """A --stop-file: the job deletes it at start (a stale request must not stop the new run),
+    so it must be a stop file (empty, as the stop command makes it) or not exist yet."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is a folder, not a stop file")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{path}: {path.parent} is not an existing folder")
+    if path.is_file() and path.stat().st_size > 0:
+        raise argparse.ArgumentTypeError(
+            f"{path} is a file with contents, not a stop file: it would be deleted"
+        )
+    return path
+
+
+def add_stop_file(parser: argparse.ArgumentParser) -> None:
+    """A long-running job's --stop-file (stop_file_path)."""
+    parser.add_argument(
+        "--stop-file",
+        type=stop_file_path,
+        default=None,
+        help="stop gracefully when this file appears (deleted at start if it is there)",
+    )

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from jobs.arguments import say
 from jobs.contract import Exit, exit_with
-from jobs.parser import OneLineParser
+from jobs.parser import OneLineParser, add_stop_file
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.kafka_io import KafkaUnavailableError
 from lakehouse.core.locks import WriterBusyError
@@ -28,21 +27,6 @@ from lakehouse.core.paths import speed_layer_stop_file
 from lakehouse.core.spark import SparkSetupError
 from lakehouse.core.storage import StorageError
 from lakehouse.speed.stream import QueryFailedError, run_speed_layer
-
-
-def stop_file_path(text: str) -> Path:
-    """A --stop-file: the job deletes it at start (a stale request must not stop the new run),
-    so it must be a stop file (empty, as the stop command makes it) or not exist yet."""
-    path = Path(text).expanduser()
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{path} is a folder, not a stop file")
-    if not path.parent.is_dir():
-        raise argparse.ArgumentTypeError(f"{path}: {path.parent} is not an existing folder")
-    if path.is_file() and path.stat().st_size > 0:
-        raise argparse.ArgumentTypeError(
-            f"{path} is a file with contents, not a stop file: it would be deleted"
-        )
-    return path
 
 
 def main(argv: list[str]) -> Exit:
@@ -54,12 +38,7 @@ def main(argv: list[str]) -> Exit:
     parser.add_argument(
         "--available-now", action="store_true", help="process everything in the log now, then exit"
     )
-    parser.add_argument(
-        "--stop-file",
-        type=stop_file_path,
-        default=None,
-        help="stop gracefully when this file appears (deleted at start if it is there)",
-    )
+    add_stop_file(parser)
     args = parser.parse_args(argv)
     try:
         settings = get_settings()

@@ -65,29 +65,36 @@ def connector_config(
     extra = {f"topic.creation.default.{k}": v for k, v in (topic_settings or {}).items()}
     if extra.get("topic.creation.default.cleanup.policy", "compact") != "compact":
         raise CdcError("a changelog topic must be compacted: keep cleanup.policy=compact")
-    return extra | {
-        "connector.class": CONNECTOR_CLASS,
-        "tasks.max": "1",
-        "plugin.name": "pgoutput",
-        "database.hostname": cdc.database_host,
-        "database.port": str(cdc.database_port),
-        "database.user": cdc.user,
-        "database.password": PASSWORD_REFERENCE,
-        "database.dbname": cdc.database,
-        "topic.prefix": cdc.topic_prefix,
-        "table.include.list": ",".join(_include_pattern(cdc, t) for t in cdc.tables),
-        "slot.name": cdc.slot_name,
-        "publication.name": cdc.publication_name,
-        # Debezium creates the publication for exactly the listed tables and keeps it in step
-        # when the list changes.
-        "publication.autocreate.mode": "filtered",
-        "decimal.handling.mode": "string",
-        "tombstones.on.delete": "true",
-        "snapshot.mode": "initial",
-        "topic.creation.default.cleanup.policy": "compact",
-        "topic.creation.default.replication.factor": "1",
-        "topic.creation.default.partitions": "1",
-    }
+    # The cleaner leaves every record alone for a week: a changelog stream that was stopped
+    # for less still reads each change, not only the latest per key.
+    kept = {"topic.creation.default.min.compaction.lag.ms": str(7 * 24 * 3600 * 1000)}
+    return (
+        kept
+        | extra
+        | {
+            "connector.class": CONNECTOR_CLASS,
+            "tasks.max": "1",
+            "plugin.name": "pgoutput",
+            "database.hostname": cdc.database_host,
+            "database.port": str(cdc.database_port),
+            "database.user": cdc.user,
+            "database.password": PASSWORD_REFERENCE,
+            "database.dbname": cdc.database,
+            "topic.prefix": cdc.topic_prefix,
+            "table.include.list": ",".join(_include_pattern(cdc, t) for t in cdc.tables),
+            "slot.name": cdc.slot_name,
+            "publication.name": cdc.publication_name,
+            # Debezium creates the publication for exactly the listed tables and keeps it in step
+            # when the list changes.
+            "publication.autocreate.mode": "filtered",
+            "decimal.handling.mode": "string",
+            "tombstones.on.delete": "true",
+            "snapshot.mode": "initial",
+            "topic.creation.default.cleanup.policy": "compact",
+            "topic.creation.default.replication.factor": "1",
+            "topic.creation.default.partitions": "1",
+        }
+    )
 
 
 def _include_pattern(cdc: CdcSettings, table: str) -> str:

@@ -30,14 +30,17 @@ def read_kafka_stream(
     topic: str | None = None,
     starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
+    fail_on_data_loss: bool = True,
 ) -> DataFrame:
+    """`topic`: one topic, or several separated by commas. `fail_on_data_loss`: a deleted
+    offset stops the job loudly, never skipping data silently; only a reader of compacted
+    topics, where offsets are missing by design, turns it off."""
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.kafka.bootstrap_servers)
         .option("subscribe", topic or settings.kafka.topic)
         .option("startingOffsets", starting_offsets)
-        # A deleted or compacted offset must stop the job loudly, never skip data silently.
-        .option("failOnDataLoss", "true")
+        .option("failOnDataLoss", str(fail_on_data_loss).lower())
         .option("minPartitions", settings.kafka.min_read_tasks)
     )
     if max_offsets_per_trigger:

@@ -44,6 +44,11 @@ def speed_layer_stop_file(env: Mapping[str, str] | None = None) -> Path:
     return state_dir(env) / "run" / "speed_layer.stop"
 
 
+def cdc_stop_file(env: Mapping[str, str] | None = None) -> Path:
+    """Created to ask a running changelog stream (jobs.cdc) to stop after its current batch."""
+    return state_dir(env) / "run" / "cdc.stop"
+
+
 def fingerprint(*files: Path, extra: str = "") -> str:
     """A short content hash: cache folders are named by the files that define them."""
     digest = hashlib.sha256(extra.encode())

@@ -192,6 +192,12 @@ VERSION_LIFE = (
     "valid_from timestamp, valid_to timestamp, is_current boolean, deleted boolean, "
     "lsn bigint, ended_lsn bigint"
 )
+CDC_PROGRESS = (
+    "app_id string, batch_id bigint, records bigint, quarantined bigint, tombstones bigint, "
+    "applied map<string,bigint>, offsets map<string,bigint>, newest_commit_time timestamp, "
+    "processed_at timestamp, duration_seconds double"
+)
+CDC_PROGRESS_CHECKPOINT_INTERVAL = 179
 # The changelog stream commits every table each micro-batch (primes, as the speed layer's):
 # the quarantine's, then each captured table's changes, current and history in turn.
 CDC_CHECKPOINT_INTERVALS = (127, 131, 137, 139, 149, 151, 157, 163, 167, 173)
@@ -244,6 +250,16 @@ def _cdc_tables() -> list[Table]:
     for i, captured in enumerate(CAPTURED.values()):
         changes, current, history = per_table[3 * i : 3 * i + 3]
         tables += captured_tables(captured, (changes, current, history))
+    tables.append(
+        Table(
+            "ops.cdc_progress",
+            CDC,
+            "One row per changelog micro-batch: records, quarantined, tombstones, row changes "
+            "applied per table, the next offset of each topic partition",
+            schema=CDC_PROGRESS,
+            checkpoint_interval=CDC_PROGRESS_CHECKPOINT_INTERVAL,
+        )
+    )
     return tables
 
 

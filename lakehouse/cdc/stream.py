@@ -1,0 +1,82 @@
+"""The changelog stream: Debezium's topics into the CDC tables, run until asked to stop.
+
+One Structured Streaming query reads every captured table's changelog topic and hands each
+micro-batch to lakehouse.cdc.changelog. It stops as the speed layer does (lakehouse.speed.stream:
+Ctrl-C, SIGTERM or a stop file lets the running batch commit first) and a restart continues
+from its checkpoint.
+
+A changelog topic is compacted: once the broker's cleaner has run, offsets of replaced values
+are gone from it by design, so the query does not treat a gap in the offsets as lost data (a
+reader from the start of a compacted topic meets them). Compaction never reaches what the
+stream has yet to read while it keeps up: the connector's topics keep every record for
+`min.compaction.lag.ms` (lakehouse.cdc.connector), and bronze.<table>_changes keeps every change
+the stream read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakehouse.cdc.changelog import ChangelogProcessor
+from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import read_kafka_stream
+from lakehouse.core.locks import exclusive_writer
+from lakehouse.core.storage import ensure_bucket
+from lakehouse.core.tables import CDC
+from lakehouse.speed.stream import StopRequest, run_until_stopped, start_spark
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+QUERY_NAME = "cdc_changelog"
+
+
+def changelog_checkpoint(settings: Settings) -> str:
+    return f"{settings.storage.checkpoints}/{CDC}/{QUERY_NAME}"
+
+
+def start_changelog_query(
+    spark: SparkSession, settings: Settings, available_now: bool
+) -> StreamingQuery:
+    """The query from every captured table's topic, earliest first on a first start."""
+    checkpoint = changelog_checkpoint(settings)
+    topics = ",".join(settings.cdc.topic(name) for name in settings.cdc.tables)
+    stream = read_kafka_stream(
+        spark,
+        settings,
+        topic=topics,
+        max_offsets_per_trigger=settings.speed.max_offsets_per_trigger,
+        fail_on_data_loss=False,
+    )
+    writer = (
+        stream.writeStream.queryName(QUERY_NAME)
+        .foreachBatch(ChangelogProcessor(settings, checkpoint))
+        .option("checkpointLocation", checkpoint)
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{settings.speed.trigger_interval_seconds} seconds")
+    return writer.start()
+
+
+def run_changelog(
+    settings: Settings, stop_file: Path, available_now: bool, say: Callable[[str], None]
+) -> None:
+    """Run the changelog stream until asked to stop (or, `available_now`, until it has read
+    what the topics hold). Raises QueryFailedError when the query stops on an error."""
+    stop = StopRequest(stop_file)
+    if settings.storage.on_s3:
+        ensure_bucket(settings)
+    stop.stop_file.unlink(missing_ok=True)
+    with exclusive_writer(settings, CDC):
+        spark = start_spark(settings, stop)
+        query = start_changelog_query(spark, settings, available_now)
+        say(
+            f"==> changelog stream running (query id {query.id}); stop with Ctrl-C, SIGTERM "
+            f"or `touch {stop.stop_file}`"
+        )
+        run_until_stopped(query, stop, say=say)
