@@ -1,13 +1,17 @@
 """The changelog stream's micro-batches on a local lakehouse: what each table holds after a
 sequence of batches equals the changes applied all at once, whatever was delivered twice, out
-of order or retried, and every record is either a change or quarantined."""
+of order or retried, and every record is either a change or quarantined; the batch recompute
+of those tables (lakehouse.cdc.reconcile) finds them equal, finds a row the stream got wrong,
+and leaves out a key whose change is still in flight."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -19,10 +23,20 @@ from lakehouse.cdc.changelog import (
     current_table,
     history_table,
 )
+from lakehouse.cdc.reconcile import reconcile_changelog
 from lakehouse.cdc.shop import USERS
-from lakehouse.core.delta_io import read_table, table_version
+from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import append_once, read_table, table_version
 from lakehouse.core.frames import rows_frame
-from lakehouse.transforms.changes import current_rows, history_rows, typed_rows
+from lakehouse.transforms.bronze import to_raw_records
+from lakehouse.transforms.changes import (
+    accepted_changes,
+    current_rows,
+    history_rows,
+    parse_changes,
+    typed_rows,
+)
+from tests.lakehouses import copied, local_lakehouse, moved_to
 from tests.micro_batches import query_checkpoint
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
@@ -58,10 +72,28 @@ def records(spark, topic: str, first_offset: int, values: list[tuple[str, dict |
     return rows_frame(spark, rows, KAFKA)
 
 
-def test_batches_retried_and_redelivered_leave_the_tables_of_all_changes_at_once(
-    spark, local_settings, tmp_path: Path
-) -> None:
-    topic = local_settings.cdc.topic("users")
+@dataclass(frozen=True)
+class Streamed:
+    """Two batches of users' changes by one stream, then the second again by a restarted one."""
+
+    folder: Path  # nothing writes to it after the fixture: copy it
+    settings: Settings
+    versions_before_retry: dict[str, int | None]
+    versions_after_retry: dict[str, int | None]
+
+
+TABLES = (current_table(USERS), history_table(USERS), changes_table(USERS), QUARANTINE)
+
+
+def versions(spark, settings: Settings) -> dict[str, int | None]:
+    return {t.name: table_version(spark, t, settings) for t in TABLES}
+
+
+@pytest.fixture(scope="module")
+def streamed(spark, tmp_path_factory) -> Streamed:
+    folder = tmp_path_factory.mktemp("changelog")
+    settings = local_lakehouse(folder)
+    topic = settings.cdc.topic("users")
     u1a, u1b, u1c = user("u1", "new", 0), user("u1", "regular", 5), user("u1", "vip", 9)
     u2 = user("u2", "new", 1)
     first = records(
@@ -86,21 +118,22 @@ def test_batches_retried_and_redelivered_leave_the_tables_of_all_changes_at_once
             ("u2", None),  # its tombstone
         ],
     )
-    checkpoint = str(query_checkpoint(tmp_path / "checkpoint", "changelog-1"))
-    stream = ChangelogProcessor(local_settings, checkpoint)
+    checkpoint = str(query_checkpoint(folder / "query", "changelog-1"))
+    stream = ChangelogProcessor(settings, checkpoint)
     stream(first, 0)
     stream(second, 1)
-    versions = {
-        t.name: table_version(spark, t, local_settings)
-        for t in (current_table(USERS), history_table(USERS), changes_table(USERS), QUARANTINE)
-    }
-    # After a restart Spark may hand the last batch over again: nothing changes.
-    ChangelogProcessor(local_settings, checkpoint)(second, 1)
-    assert versions == {
-        t.name: table_version(spark, t, local_settings)
-        for t in (current_table(USERS), history_table(USERS), changes_table(USERS), QUARANTINE)
-    }
+    before = versions(spark, settings)
+    # After a restart Spark may hand the last batch over again.
+    ChangelogProcessor(settings, checkpoint)(second, 1)
+    return Streamed(folder, settings, before, versions(spark, settings))
 
+
+def test_batches_retried_and_redelivered_leave_the_tables_of_all_changes_at_once(
+    spark, streamed: Streamed
+) -> None:
+    local_settings = streamed.settings
+    topic = local_settings.cdc.topic("users")
+    assert streamed.versions_after_retry == streamed.versions_before_retry, "nothing written"
     bronze = read_table(spark, changes_table(USERS), local_settings)
     assert bronze.count() == 7, "every change and the tombstone, as received"
     quarantine = read_table(spark, QUARANTINE, local_settings)
@@ -125,3 +158,37 @@ def test_batches_retried_and_redelivered_leave_the_tables_of_all_changes_at_once
     ]
     assert [r["applied"]["users"] for r in progress] == [3, 2], "the redelivery not applied"
     assert progress[-1]["offsets"] == {f"{topic}:0": 8}
+
+
+def test_the_batch_recompute_finds_the_stream_s_tables_equal(spark, streamed: Streamed) -> None:
+    [users, *others] = reconcile_changelog(spark, streamed.settings)
+    assert (users.table, users.batch_id, users.compared_keys, users.in_flight_keys) == (
+        "users",
+        1,
+        2,
+        0,
+    )
+    assert users.equal and users.examples == []
+    assert all(o.equal and o.compared_keys == 0 for o in others), "no changes, nothing to differ"
+
+
+def test_a_row_the_stream_got_wrong_is_a_difference_and_a_change_in_flight_is_left_out(
+    spark, streamed: Streamed, tmp_path: Path
+) -> None:
+    settings = moved_to(streamed.settings, copied(streamed.folder, tmp_path / "copy"))
+    current = current_table(USERS).path(settings)
+    from delta.tables import DeltaTable
+
+    DeltaTable.forPath(spark, current).update("user_id = 'u1'", {"segment": F.lit("lost")})
+    # A batch the stream has begun: its change of u3 is in bronze, not yet merged.
+    u3 = user("u3", "new", 2)
+    begun = records(spark, settings.cdc.topic("users"), 8, [("u3", change("c", 70, None, u3))])
+    rows = accepted_changes(begun.transform(to_raw_records).transform(parse_changes))
+    append_once(rows, changes_table(USERS), settings, "begun", 2)
+
+    [users, *_] = reconcile_changelog(spark, settings)
+
+    assert (users.compared_keys, users.in_flight_keys) == (2, 1)
+    assert (users.current_differences, users.history_differences) == (1, 0)
+    sides = sorted((e["in"], e["segment"]) for e in users.examples)
+    assert sides == [("batch only", "vip"), ("stream only", "lost")]
