@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import delta_rs_location
-from lakehouse.core.tables import table
+from lakehouse.core.tables import Table, table
 
 PROGRESS = table("ops.speed_progress")
 # Lag must grow across this many consecutive batches to count as a trend, not a burst.
@@ -36,13 +36,19 @@ class Health:
     last_batch_at: datetime | None = None  # when the newest batch was committed
 
 
-def latest_progress(settings: Settings, n: int = 10) -> list[dict[str, Any]]:
-    """The newest `n` progress rows, newest first; [] while the table does not exist."""
+def latest_progress(
+    settings: Settings,
+    n: int = 10,
+    progress: Table = PROGRESS,
+    map_columns: tuple[str, ...] = _MAP_COLUMNS,
+) -> list[dict[str, Any]]:
+    """The newest `n` rows of a progress table (one row per micro-batch, with processed_at
+    and batch_id), newest first, its `map_columns` as dicts; [] while it does not exist."""
     import pyarrow as pa
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    uri, options = delta_rs_location(settings, PROGRESS.path(settings))
+    uri, options = delta_rs_location(settings, progress.path(settings))
     try:
         delta = DeltaTable(uri, storage_options=options)
     except TableNotFoundError:
@@ -54,7 +60,7 @@ def latest_progress(settings: Settings, n: int = 10) -> list[dict[str, Any]]:
     rows = delta.to_pyarrow_dataset(file_pruning_predicate=pruning).to_table().to_pylist()
     rows.sort(key=lambda r: (r["processed_at"], r["batch_id"]), reverse=True)
     for row in rows[:n]:
-        for column in _MAP_COLUMNS:
+        for column in map_columns:
             if row.get(column) is not None:
                 row[column] = dict(row[column])
     return rows[:n]

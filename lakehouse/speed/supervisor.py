@@ -1,4 +1,6 @@
-"""Start, stop and inspect the speed layer as a detached process (what the speed_layer DAG uses).
+"""Start, stop and inspect a long-running stream as a detached process: the speed layer (what
+the speed_layer DAG uses) and, through the same StreamSupervisor, the changelog stream
+(lakehouse.cdc.supervisor, the cdc DAG).
 
 The stream runs in its own session with a pid file, so it outlives whoever started it (an
 Airflow task ends in seconds; the stream runs for weeks). Stopping asks first (the stop file
@@ -26,7 +28,6 @@ from lakehouse.core.processes import Proc
 if TYPE_CHECKING:
     from lakehouse.speed.progress import Health
 
-MODULE = "jobs.speed_layer"
 # How long it waits on the stream (a start's check, a stop, the first micro-batch, a stale
 # verdict's second look) is config: settings.supervisor.
 
@@ -39,11 +40,29 @@ class SupervisorError(Exception):
 
 
 @dataclass(frozen=True)
+class SupervisedStream:
+    """Which job a supervisor runs: its module, the stop file the job watches by default, and
+    the name of its pid, log, hold and lock files under the run folder."""
+
+    name: str
+    module: str
+    stop_file: Path
+    title: str  # as messages name it: "the speed layer"
+
+
+def speed_layer_stream() -> SupervisedStream:
+    return SupervisedStream(
+        "speed_layer", "jobs.speed_layer", speed_layer_stop_file(), "the speed layer"
+    )
+
+
+@dataclass(frozen=True)
 class StreamStatus:
     running: bool
     pid: int | None
     started_at: datetime | None
     log_file: Path
+    title: str = "the speed layer"
 
     @property
     def uptime_seconds(self) -> float | None:
@@ -53,21 +72,26 @@ class StreamStatus:
 
     def describe(self) -> str:
         if not self.running:
-            return f"the speed layer is not running (log: {self.log_file})"
+            return f"{self.title} is not running (log: {self.log_file})"
         return (
-            f"the speed layer is running: pid {self.pid}, up {self.uptime_seconds:.0f} s "
+            f"{self.title} is running: pid {self.pid}, up {self.uptime_seconds:.0f} s "
             f"(log: {self.log_file})"
         )
 
 
-class SpeedLayerSupervisor:
-    def __init__(self, settings: Settings, run_dir: Path | None = None) -> None:
+class StreamSupervisor:
+    """Starts, stops and judges one stream job; `judge` says how healthy it is."""
+
+    def __init__(
+        self, settings: Settings, stream: SupervisedStream, run_dir: Path | None = None
+    ) -> None:
         self.settings = settings
+        self.stream = stream
         self.run_dir = run_dir or state_dir() / "run"
-        self.proc = Proc("speed_layer", self.run_dir)
+        self.proc = Proc(stream.name, self.run_dir)
         # The one the job watches: it is started without --stop-file.
-        self.stop_file = speed_layer_stop_file()
-        self.hold_file = self.run_dir / "speed_layer.held"
+        self.stop_file = stream.stop_file
+        self.hold_file = self.run_dir / f"{stream.name}.held"
 
     def status(self) -> StreamStatus:
         pid = self.proc.pid()
@@ -76,7 +100,7 @@ class SpeedLayerSupervisor:
             with contextlib.suppress(FileNotFoundError):
                 # The pid file is written right after the spawn.
                 started = datetime.fromtimestamp(self.proc.pid_file.stat().st_mtime, UTC)
-        return StreamStatus(pid is not None, pid, started, self.proc.log_file)
+        return StreamStatus(pid is not None, pid, started, self.proc.log_file, self.stream.title)
 
     def start(self) -> StreamStatus:
         """Start the stream; SupervisorError if it is running or dies within seconds."""
@@ -95,20 +119,21 @@ class SpeedLayerSupervisor:
             return self._start()
 
     def apply(self, action: Action) -> dict[str, Any]:
-        """Do what the speed_layer DAG's `action` asks; say what was done (JSON-able).
+        """Do what the DAG's `action` asks; say what was done (JSON-able).
 
         A `stop` holds the stream down: scheduled `ensure` runs leave it stopped until a
         `start` or `restart`, otherwise the next run would undo the operator's stop."""
         if action not in ACTIONS:
             raise SupervisorError(f"unknown action {action!r}; choose one of {ACTIONS}")
+        title = self.stream.title
         with self._lock():
             before = self.status()
             held = self.held()
             after: StreamStatus | None = None
             if action == "stop":
                 self.hold_file.write_text(f"stopped on request at {_now()}\n")
-                was = f"stopped the speed layer (pid {before.pid})"
-                outcome = was if self._stop() else "the speed layer was not running"
+                was = f"stopped {title} (pid {before.pid})"
+                outcome = was if self._stop() else f"{title} was not running"
                 outcome += "; it stays stopped until a run with action start or restart"
             elif action == "ensure" and before.running:
                 after, outcome = before, f"nothing to do: {before.describe()}"
@@ -117,14 +142,14 @@ class SpeedLayerSupervisor:
                 self.hold_file.unlink(missing_ok=True)
                 after, outcome = before, f"already running: {before.describe()}"
             elif action == "ensure" and held:
-                outcome = f"not starting the speed layer: {held}; trigger action start to resume"
+                outcome = f"not starting {title}: {held}; trigger action start to resume"
             else:
                 self.hold_file.unlink(missing_ok=True)
                 if action == "restart":
                     self._stop()
                 after = self._start()
                 verb = "restarted" if action == "restart" else "started"
-                outcome = f"{verb} the speed layer: pid {after.pid} (log: {after.log_file})"
+                outcome = f"{verb} {title}: pid {after.pid} (log: {after.log_file})"
         return {
             "action": action,
             "outcome": outcome,
@@ -143,8 +168,6 @@ class SpeedLayerSupervisor:
     def assess(self, first_batch_timeout: float | None = None) -> Health:
         """Judge the running stream, first giving a new one time for its first micro-batch
         (default: the config's first_batch_timeout_seconds)."""
-        from lakehouse.speed.progress import judge_health, latest_progress
-
         waits = self.settings.supervisor
         if first_batch_timeout is None:
             first_batch_timeout = waits.first_batch_timeout_seconds
@@ -155,13 +178,7 @@ class SpeedLayerSupervisor:
                 raise SupervisorError(
                     f"{now.describe()}; last lines of its log:\n{self.proc.log_tail(25)}"
                 )
-            health = judge_health(
-                latest_progress(self.settings),
-                datetime.now(UTC),
-                self._end_offsets(),
-                self.settings,
-                running_since=now.started_at,
-            )
+            health = self.judge(now.started_at)
             if health.status == "stale" and not confirmed:
                 confirmed = True
                 time.sleep(waits.stale_confirm_seconds)
@@ -170,6 +187,10 @@ class SpeedLayerSupervisor:
             if not waiting_for_first or (now.uptime_seconds or 0) >= first_batch_timeout:
                 return health
             time.sleep(waits.poll_seconds)
+
+    def judge(self, running_since: datetime | None) -> Health:
+        """The stream's health now, from its progress rows and Kafka's end offsets."""
+        raise NotImplementedError
 
     def _start(self) -> StreamStatus:
         current = self.status()
@@ -183,7 +204,7 @@ class SpeedLayerSupervisor:
         env = {k: v for k, v in os.environ.items() if not k.lstrip("_").startswith("AIRFLOW")}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         # The caller's interpreter: the venv Airflow (or the test) runs in has pyspark.
-        pid = self.proc.start([sys.executable, "-m", MODULE], env=env, cwd=REPO_ROOT)
+        pid = self.proc.start([sys.executable, "-m", self.stream.module], env=env, cwd=REPO_ROOT)
         deadline = time.monotonic() + self.settings.supervisor.startup_check_seconds
         while time.monotonic() < deadline:
             _reap(pid)
@@ -191,7 +212,7 @@ class SpeedLayerSupervisor:
                 self._kill_leftovers()
                 self.proc.pid_file.unlink(missing_ok=True)
                 raise SupervisorError(
-                    f"the speed layer (pid {pid}) exited right after starting; "
+                    f"{self.stream.title} (pid {pid}) exited right after starting; "
                     f"see {self.proc.log_file}. Last lines:\n{self.proc.log_tail(25)}"
                 )
             time.sleep(0.5)
@@ -225,14 +246,9 @@ class SpeedLayerSupervisor:
         # Two callers starting at once (a scheduled run, a test, a shell) would make two
         # writers of the same tables (one writer per table set): one at a time.
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.run_dir / "speed_layer.lock", "w") as handle:
+        with open(self.run_dir / f"{self.stream.name}.lock", "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield
-
-    def _end_offsets(self) -> dict[int, int]:
-        from lakehouse.core.kafka_offsets import end_offsets
-
-        return end_offsets(self.settings)
 
     def _kill_leftovers(self) -> None:
         """End what is left of a previous run's process group (e.g. its JVM after the driver
@@ -245,6 +261,25 @@ class SpeedLayerSupervisor:
         if self.proc.pid() is None:
             _kill_group(old)
             self.proc.pid_file.unlink(missing_ok=True)
+
+
+class SpeedLayerSupervisor(StreamSupervisor):
+    """The speed layer (jobs.speed_layer), judged from ops.speed_progress."""
+
+    def __init__(self, settings: Settings, run_dir: Path | None = None) -> None:
+        super().__init__(settings, speed_layer_stream(), run_dir)
+
+    def judge(self, running_since: datetime | None) -> Health:
+        from lakehouse.core.kafka_offsets import end_offsets
+        from lakehouse.speed.progress import judge_health, latest_progress
+
+        return judge_health(
+            latest_progress(self.settings),
+            datetime.now(UTC),
+            end_offsets(self.settings),
+            self.settings,
+            running_since=running_since,
+        )
 
 
 def _now() -> str:
