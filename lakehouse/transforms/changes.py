@@ -57,8 +57,10 @@ REASON_MISSING_OP = f"{REASON_MISSING}:op"
 REASON_MISSING_SOURCE = f"{REASON_MISSING}:source"
 REASON_MISSING_LSN = f"{REASON_MISSING}:source.lsn"
 REASON_BAD_OP = "invalid_value:op"  # e.g. a truncate ('t') or a logical message ('m')
-REASON_MISSING_AFTER = f"{REASON_MISSING}:after"  # an insert, update or read without its row
-REASON_MISSING_BEFORE = f"{REASON_MISSING}:before"  # a delete without its row (REPLICA IDENTITY)
+# An insert, update or read without its row as a JSON object; a delete without its old row
+# (the shop's tables have REPLICA IDENTITY FULL: a delete carries the whole row).
+REASON_MISSING_AFTER = f"{REASON_MISSING}:after"
+REASON_MISSING_BEFORE = f"{REASON_MISSING}:before"
 REASON_KEY_MISMATCH = "key_mismatch"  # the key's columns differ from the row image's
 REASONS = (
     REASON_INVALID_UTF8,
@@ -92,8 +94,6 @@ CHANGE_COLUMNS = (
     "after",
     "ingested_at",
 )
-# What a row change carries besides the row (typed_rows).
-POSITION_COLUMNS = ("op", "lsn", "kafka_offset", "commit_time", "tx_id", "deletes")
 CURRENT_SOURCE_COLUMNS = ("lsn", "kafka_offset", "commit_time")
 VERSION_COLUMNS = ("valid_from", "valid_to", "is_current", "deleted", "lsn", "ended_lsn")
 
@@ -161,8 +161,8 @@ def _rules(envelope: Column) -> dict[str, Column]:
         REASON_MISSING_SOURCE: readable & source.isNull(),
         REASON_MISSING_LSN: readable & source.isNotNull() & source["lsn"].isNull(),
         REASON_BAD_OP: readable & ~op.isin(*OPS),
-        REASON_MISSING_AFTER: readable & op.isin(*INSERTS) & envelope["after"].isNull(),
-        REASON_MISSING_BEFORE: readable & (op == DELETE) & envelope["before"].isNull(),
+        REASON_MISSING_AFTER: readable & op.isin(*INSERTS) & row.isNull(),
+        REASON_MISSING_BEFORE: readable & (op == DELETE) & row.isNull(),
         REASON_KEY_MISMATCH: readable & (F.size(key) > 0) & row.isNotNull() & ~key_agrees,
     }
 
@@ -181,9 +181,10 @@ def quarantined_changes(parsed: DataFrame) -> DataFrame:
 
 def typed_rows(changes: DataFrame, table: CapturedTable) -> DataFrame:
     """`table`'s bronze changes -> row changes: the table's columns, typed, from the row
-    image (`after`; `before` for a delete), and the change's position (POSITION_COLUMNS;
-    `deletes` for a delete). Tombstones are left out. A value that does not cast (a numeric
-    that is no number, a timestamp that is not ISO-8601) is null."""
+    image (`after`; `before` for a delete), and the change's op, lsn, kafka_offset,
+    commit_time, tx_id and `deletes` (true for a delete). Tombstones are left out. A value
+    that does not cast (a numeric that is no number, a timestamp that is not ISO-8601) is
+    null."""
     live = changes.where(~F.col("tombstone"))
     deletes = F.col("op") == DELETE
     image = F.when(deletes, F.col("before")).otherwise(F.col("after"))
@@ -301,9 +302,11 @@ def history_rows(rows: DataFrame, table: CapturedTable) -> DataFrame:
 
 def unapplied_changes(rows: DataFrame, history: DataFrame, table: CapturedTable) -> DataFrame:
     """The row changes later in commit order than the last change `history` holds for their
-    key (a version's opening or ending change, a delete included). The rest were applied: a
-    redelivery, or a batch run again."""
-    applied = F.greatest("lsn", F.coalesce("ended_lsn", "lsn"))
+    key: the one that ended its last version (a delete included), or opened it while it is
+    open. The rest were applied: a redelivery, or a batch run again. (A change that opened no
+    version, as it changed nothing, may pass while its version is open: it changes nothing
+    again.)"""
+    applied = F.coalesce("ended_lsn", "lsn")
     last = history.groupBy(*table.key).agg(F.max(applied).alias("_applied_lsn"))
     unseen = F.col("_applied_lsn").isNull() | (F.col("lsn") > F.col("_applied_lsn"))
     return rows.join(last, list(table.key), "left").where(unseen).drop("_applied_lsn")

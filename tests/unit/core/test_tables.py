@@ -7,8 +7,9 @@ import json
 
 import pytest
 
+from lakehouse.cdc.shop import CAPTURED
 from lakehouse.core.delta_io import SchemaMismatchError, append_once
-from lakehouse.core.tables import SPEED, TABLES, Table, table
+from lakehouse.core.tables import CDC, SPEED, TABLES, Table, table
 from lakehouse.speed.micro_batch import SpeedOutputs
 
 
@@ -45,11 +46,24 @@ def test_a_write_is_conformed_to_the_declared_order_and_refused_if_it_differs(
         append_once(row.selectExpr("*", "1 AS extra"), target, local_settings, "t", 2)
 
 
-def test_the_stream_tables_checkpoint_at_distinct_prime_intervals() -> None:
-    intervals = [t.checkpoint_interval for t in TABLES.values() if t.writer == SPEED]
+@pytest.mark.parametrize("stream", [SPEED, CDC])
+def test_the_stream_tables_checkpoint_at_distinct_prime_intervals(stream: str) -> None:
+    intervals = [t.checkpoint_interval for t in TABLES.values() if t.writer == stream]
     assert all(intervals), "every table the stream commits each batch has an interval"
     assert len(set(intervals)) == len(intervals)
     assert all(all(n % d for d in range(2, n)) for n in intervals if n), intervals
+
+
+def test_each_captured_table_has_changes_current_and_history_the_cdc_job_writes() -> None:
+    names = {"bronze.cdc_quarantine"}
+    for name, captured in CAPTURED.items():
+        current, history = table(f"silver.{name}_current"), table(f"silver.{name}_history")
+        names |= {f"bronze.{name}_changes", current.name, history.name}
+        for typed in (current, history):
+            columns = [(f.name, f.dataType.simpleString()) for f in typed.spark_schema()]
+            assert columns[: len(captured.columns)] == list(captured.columns), typed.name
+    assert names <= {t.name for t in TABLES.values() if t.writer == CDC}
+    assert table("bronze.cdc_quarantine").schema == table("bronze.quarantine").schema
 
 
 def test_a_replay_version_checkpoints_like_the_live_tables() -> None:

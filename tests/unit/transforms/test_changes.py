@@ -227,6 +227,8 @@ RECORDS: list[tuple[Any, Any, list[str]]] = [
     (KEY, good("u", after=None), [REASON_MISSING_AFTER]),
     (KEY, good("c", after=None), [REASON_MISSING_AFTER]),
     (KEY, good("d", before=None), [REASON_MISSING_BEFORE]),
+    (KEY, good("u", after="a string"), [REASON_MISSING_AFTER]),
+    (KEY, good("d", before=[1]), [REASON_MISSING_BEFORE]),
     (key_of("u2"), good(), [REASON_KEY_MISMATCH]),
     (key_of("u2"), good("d"), [REASON_KEY_MISMATCH]),
     (KEY, good(after={"segment": "new"}), [REASON_KEY_MISMATCH]),
@@ -339,26 +341,42 @@ def test_a_change_delivered_twice_is_applied_once(spark) -> None:
         ("u1", "b", 2, 3, False, True),
     ]
     assert current_rows(rows, USERS).count() == 0
-    # The same redelivery in a later batch, after the delete: it brings nothing back.
-    history = history_rows(once, USERS)
-    late = changes_of(spark, first, first_offset=len(records))
-    assert unapplied_changes(late, history, USERS).count() == 0
-    assertDataFrameEqual(apply_history(history, late, USERS), history)
+    # Before the delete, the current row is the update's first delivery.
+    [row] = current_rows(changes_of(spark, [*first, *first[1:]]), USERS).collect()
+    assert (row["segment"], row["lsn"], row["kafka_offset"]) == ("b", 20, 1)
+
+
+def test_a_change_sent_again_after_its_key_was_deleted_brings_nothing_back(spark) -> None:
+    records = [
+        *create(user("u1", "a", 1), 10, committed=1),
+        # An UPDATE that sets what is there: no version of its own, but applied.
+        *update(user("u1", "a", 1), user("u1", "a", 1), 20, committed=2),
+        *delete(user("u1", "a", 1), 30, committed=3),
+    ]
+    rows = changes_of(spark, records)
+    history = history_rows(rows, USERS)
+    assert versions(history) == [("u1", "a", 1, 3, False, True)]
+    for again in (records[:1], records[1:2], records[:3]):
+        late = changes_of(spark, again, first_offset=len(records))
+        assert unapplied_changes(late, history, USERS).count() == 0
+        assertDataFrameEqual(apply_history(history, late, USERS), history)
 
 
 def test_applying_a_batch_again_changes_nothing(spark) -> None:
-    rows = changes_of(
-        spark,
-        [
-            *create(user("u1", "a", 1), 10, committed=1),
-            *create(user("u2", "a", 1), 11, committed=1),
-            *update(user("u1", "a", 1), user("u1", "b", 2), 20, committed=2),
-        ],
-    )
+    records = [
+        *create(user("u1", "a", 1), 10, committed=1),
+        *create(user("u2", "a", 1), 11, committed=1),
+        *update(user("u1", "a", 1), user("u1", "b", 2), 20, committed=2),
+    ]
+    rows = changes_of(spark, records)
     current = current_rows(rows, USERS)
     assertDataFrameEqual(apply_changes(current, rows, USERS), current)
     history = history_rows(rows, USERS)
     assertDataFrameEqual(apply_history(history, rows, USERS), history)
+    # Delivered again later in the log: the rows keep their first delivery's offsets.
+    again = changes_of(spark, records, first_offset=len(records))
+    assertDataFrameEqual(apply_changes(current, again, USERS), current)
+    assertDataFrameEqual(apply_history(history, again, USERS), history)
 
 
 def test_a_primary_key_update_deletes_the_old_key_and_creates_the_new_one(spark) -> None:
@@ -488,7 +506,7 @@ class Shop:
             self.records += [*delete(old, self.lsn, **source), *create(new, self.lsn, **source)]
         elif kind == "again":
             # A restarted connector: the last few records sent again, in their order.
-            self.records += self.records[-self.rng.randint(1, 4) :]
+            self.records += self.records[-self.rng.randint(1, 6) :]
 
 
 def batches_of(spark, records: list[Record], cuts: list[int]):
