@@ -219,3 +219,4 @@ class Postgres(Service):
             autocommit=True,
         ) as conn:
             conn.execute((TEMPLATES / "shop.sql").read_bytes())
+            conn.execute((TEMPLATES / "signal.sql").read_bytes())

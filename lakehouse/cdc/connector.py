@@ -23,6 +23,10 @@ CONNECTOR_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 # worker.properties, config.providers): the config the REST API shows and the config topic
 # keeps only names it.
 PASSWORD_REFERENCE = "${env:TRIBUTARY_POSTGRES_PASSWORD}"
+# The table the source signalling channel reads (infra/postgres/signal.sql): an INSERT of an
+# `execute-snapshot` row makes the connector snapshot the tables it names, while it streams.
+# Debezium captures it whatever table.include.list says.
+SIGNAL_TABLE = "debezium_signal"
 # A worker answers 409 while its group rebalances (just started, a connector just changed).
 REBALANCE_WAIT_SECONDS = 60.0
 
@@ -90,6 +94,7 @@ def connector_config(
             "decimal.handling.mode": "string",
             "tombstones.on.delete": "true",
             "snapshot.mode": "initial",
+            "signal.data.collection": f"{cdc.schema_name}.{SIGNAL_TABLE}",
             "topic.creation.default.cleanup.policy": "compact",
             "topic.creation.default.replication.factor": "1",
             "topic.creation.default.partitions": "1",

@@ -1,0 +1,154 @@
+"""Start, stop and judge the changelog stream (jobs.cdc) as a detached process: the speed
+layer's supervisor (lakehouse.speed.supervisor.StreamSupervisor) with the changelog job, its
+stop file and its own pid, log, hold and lock files, judged from ops.cdc_progress.
+
+Health: the stream is stale when its newest progress row (or its start, if later) is older
+than speed.stale_after_seconds while its topics hold records it has not read. Empty micro-
+batches write no row, so a quiet stream that has read everything stays healthy however old
+its newest row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.core.config import Settings
+from lakehouse.core.paths import cdc_stop_file
+from lakehouse.speed.supervisor import StreamSupervisor, SupervisedStream
+
+if TYPE_CHECKING:
+    from lakehouse.speed.progress import Health
+
+# Progress rows read per check: a topic partition missing from all of them had no record read
+# in those batches (see changelog_lag).
+LOOK_BACK_BATCHES = 200
+
+
+def changelog_stream() -> SupervisedStream:
+    return SupervisedStream("cdc", "jobs.cdc", cdc_stop_file(), "the changelog stream")
+
+
+class ChangelogSupervisor(StreamSupervisor):
+    """The changelog stream, judged from ops.cdc_progress and the changelog topics' ends."""
+
+    def __init__(self, settings: Settings, run_dir: Path | None = None) -> None:
+        super().__init__(settings, changelog_stream(), run_dir)
+
+    def judge(self, running_since: datetime | None) -> Health:
+        from lakehouse.cdc.changelog import PROGRESS
+        from lakehouse.speed.progress import latest_progress
+
+        rows = latest_progress(
+            self.settings, LOOK_BACK_BATCHES, PROGRESS, map_columns=("offsets", "applied")
+        )
+        lag = changelog_lag(self.settings, rows, complete=len(rows) < LOOK_BACK_BATCHES)
+        return judge_changelog(rows, datetime.now(UTC), lag, self.settings, running_since)
+
+
+def read_offsets(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """The next offset to read per "topic:partition", over the rows: a batch names only the
+    partitions it read records from."""
+    done: dict[str, int] = {}
+    for row in rows:
+        for key, offset in (row.get("offsets") or {}).items():
+            done[key] = max(done.get(key, 0), int(offset))
+    return done
+
+
+def changelog_lag(
+    settings: Settings, rows: Sequence[Mapping[str, Any]], complete: bool
+) -> dict[str, int]:
+    """Records each captured topic partition holds beyond what the stream read.
+
+    A partition no row names: if `rows` are all the table holds, nothing of it was read (its
+    lag is all it holds); else none of these batches read from it, so what it held before the
+    oldest of them was read already, and its lag is what came after."""
+    from lakehouse.core.kafka_offsets import end_offsets, log_bounds, offsets_at
+
+    done = read_offsets(rows)
+    oldest = min((_utc(r["processed_at"]) for r in rows), default=None)
+    lag = {}
+    for name in settings.cdc.tables:
+        topic = settings.cdc.topic(name)
+        ends = end_offsets(settings, topic)  # {} until Debezium creates the topic
+        unnamed = [p for p in ends if f"{topic}:{p}" not in done]
+        since: dict[int, int] = {}
+        if unnamed and (complete or oldest is None):
+            since = {p: start for p, (start, _) in log_bounds(settings, topic).items()}
+        elif unnamed and oldest is not None:
+            since = offsets_at(settings, topic, oldest)
+        for partition, end in ends.items():
+            key = f"{topic}:{partition}"
+            read = done[key] if key in done else since.get(partition, 0)
+            lag[key] = max(0, end - read)
+    return lag
+
+
+def judge_changelog(
+    rows: Sequence[Mapping[str, Any]],
+    now: datetime,
+    lag: Mapping[str, int],
+    settings: Settings,
+    running_since: datetime | None = None,
+) -> Health:
+    """The changelog stream's verdict from its newest progress rows (newest first) and its lag
+    per topic partition: stale (restart it), starting (no batch yet while records wait) or
+    healthy."""
+    from lakehouse.speed.progress import Health
+
+    waiting = sum(lag.values())
+    newest = rows[0] if rows else None
+    batch = int(newest["batch_id"]) if newest else None
+    at = _utc(newest["processed_at"]) if newest else None
+    signs = [s for s in (at, _utc(running_since) if running_since else None) if s is not None]
+    last = max(signs, default=None)
+    idle = (now - last).total_seconds() if last else 0.0
+    behind = ", ".join(f"{key} {n:,}" for key, n in sorted(lag.items()) if n) or "none"
+    limit = settings.speed.stale_after_seconds
+    if waiting and last is not None and idle > limit:
+        return Health(
+            "stale",
+            f"stale: no changelog batch for {idle:.0f} s (limit {limit} s) while {waiting:,} "
+            f"records wait in the changelog topics ({behind}); last batch: {_describe(newest)}",
+            "restart",
+            waiting,
+            batch,
+            at,
+        )
+    started = running_since is not None and (at is None or at < _utc(running_since))
+    if waiting and (newest is None or started):
+        return Health(
+            "starting",
+            f"starting: no changelog batch yet since the stream started; {waiting:,} records "
+            f"wait ({behind})",
+            "wait",
+            waiting,
+            batch,
+            at,
+        )
+    return Health(
+        "healthy",
+        f"healthy: last changelog batch {_describe(newest)}; {waiting:,} records wait ({behind})",
+        "none",
+        waiting,
+        batch,
+        at,
+    )
+
+
+def _describe(row: Mapping[str, Any] | None) -> str:
+    if row is None:
+        return "none yet"
+    applied = row.get("applied") or {}
+    changes = ", ".join(f"{t} {n}" for t, n in sorted(applied.items()) if n) or "no row changes"
+    return (
+        f"{row['batch_id']} at {_utc(row['processed_at']):%Y-%m-%d %H:%M:%S}Z, "
+        f"{row.get('records') or 0:,} records ({changes})"
+    )
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
