@@ -35,6 +35,8 @@ SHARED_FIXTURE_GROUPS = {
 LONG_UNIT_MODULES = (
     "tests/unit/speed/test_micro_batch.py",
     "tests/unit/core/test_delta_io.py",
+    "tests/unit/transforms/test_changes.py",
+    "tests/unit/cdc/test_changelog.py",
 )
 
 

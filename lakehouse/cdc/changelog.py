@@ -153,8 +153,8 @@ def merge_current(
     app: str,
     batch: int,
 ) -> None:
-    """Each key takes its winning change: a delete removes the row, any other change later in
-    commit order than the row's own replaces it, a key not there yet is inserted."""
+    """Each key takes its winning change when it is later in commit order than the row's own:
+    a delete removes the row, any other change replaces it; a key not there yet is inserted."""
     columns = (*captured.column_names, *CURRENT_SOURCE_COLUMNS)
     if not table_exists(winners.sparkSession, target, settings):
         rows = winners.where(~F.col("deletes")).select(*columns)
@@ -164,7 +164,7 @@ def merge_current(
 
     def merge(builder: DeltaMergeBuilder) -> DeltaMergeBuilder:
         return (
-            builder.whenMatchedDelete(condition="s.deletes")
+            builder.whenMatchedDelete(condition="s.deletes AND s.lsn > t.lsn")
             .whenMatchedUpdate(condition="s.lsn > t.lsn", set=values)
             .whenNotMatchedInsert(condition="NOT s.deletes", values=values)
         )
