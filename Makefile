@@ -27,7 +27,7 @@ help:  ## list the targets
 setup:  ## install what is missing: venv, Spark and Kafka jars, MinIO, secrets (cached)
 	@python3 infra/bootstrap.py all
 
-up: setup  ## start Kafka, MinIO and Airflow on 127.0.0.1
+up: setup  ## start Kafka, MinIO, PostgreSQL, Kafka Connect and Airflow on 127.0.0.1
 	@$(PY) -m infra.services up
 
 down:  ## stop every embedded service
