@@ -7,7 +7,9 @@
    oversized records), and keeps a ledger of what it sent;
 2. runs the speed layer over the log until it has caught up (or, when the speed layer is
    already running, e.g. started by Airflow, waits for it to catch up);
-3. prints what landed where, checks that every record is accounted for, and says where to look.
+3. prints what landed where, checks that every record is accounted for, and says where to look;
+4. updates a user in PostgreSQL and follows the change through Debezium and the changelog
+   stream to silver.users_current and silver.users_history (a failure there is one line).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ def print_report(report: DemoReport) -> None:
         )
     if report.seam is not None:
         print_seam(report.seam)
+    if report.cdc is not None:
+        print("\n" + "\n".join(report.cdc.lines()))
 
 
 def print_seam(seam: SeamReport) -> None:
@@ -94,6 +98,7 @@ def print_where_to_look(settings: Settings) -> None:
     print(f'               {env}.venv/bin/tributary sql "SELECT * FROM serving_user_sessions"')
     print(f'  Recompute    {env}make batch ARGS="--start <ISO> --end <ISO>"  (or batch_layer)')
     print(f"  Replay       {env}.venv/bin/python -m jobs.replay --dry-run  (or kappa_replay)")
+    print("  CDC          docs/cdc.md; the cdc DAG (connector, changelog stream, snapshots)")
     print("  Services     make status    (logs are listed there)")
     print("  Stop all     make down")
 

@@ -2,7 +2,8 @@
 
 Produce click-stream events, anomalies included, with a ledger; run the speed layer until it
 has caught up with the log (or wait for the one already running); account for every record;
-and in lambda mode recompute the last closed hour and read the serving layer across its seam.
+in lambda mode recompute the last closed hour and read the serving layer across its seam; and
+follow one UPDATE in PostgreSQL to the current and history tables (lakehouse.ops.demo_cdc).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from lakehouse.core.spark import get_spark
 from lakehouse.core.storage import ensure_bucket
 from lakehouse.core.tables import BATCH
 from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.ops.demo_cdc import CdcReport, run_cdc_demo
 from lakehouse.speed import stream
 from lakehouse.speed.accounting import Accounting, account, quarantine_reasons
 from lakehouse.speed.micro_batch import SpeedOutputs
@@ -55,6 +57,7 @@ class DemoReport:
     reasons: list[tuple[str, int]]  # quarantine reasons, the most common first
     newest_windows: list[Row]
     seam: SeamReport | None  # lambda mode only
+    cdc: CdcReport | None = None
 
 
 def run_demo(settings: Settings, events: int, seed: int, say: Callable[[str], None]) -> DemoReport:
@@ -78,6 +81,7 @@ def run_demo(settings: Settings, events: int, seed: int, say: Callable[[str], No
         reasons=quarantine_reasons(spark, settings, OUT),
         newest_windows=newest_windows(spark, settings),
         seam=last_hour_across_the_seam(spark, settings, say) if settings.mode == "lambda" else None,
+        cdc=run_cdc_demo(spark, settings, say),
     )
 
 
