@@ -40,16 +40,22 @@ def check_form(params: Mapping[str, Any]) -> dict[str, Any]:
 def ensure_connector(form: Mapping[str, Any]) -> str:
     """Register the connector if missing and see that it and its task run (a FAILED one is
     restarted through the REST API and checked again)."""
+    from lakehouse.cdc.capture import ensure_changelog_topics
     from lakehouse.cdc.capture import ensure_connector as ensure
     from lakehouse.cdc.connector import CdcError
     from lakehouse.core.config import get_settings
+    from lakehouse.core.kafka_io import KafkaUnavailableError
 
+    settings = get_settings()
     try:
-        checked = ensure(get_settings().cdc)
-    except CdcError as err:
+        checked = ensure(settings.cdc)
+        # The changelog stream the next task starts reads every captured table's topic.
+        created = ensure_changelog_topics(settings)
+    except (CdcError, KafkaUnavailableError) as err:
         raise TaskFailed(str(err)) from None
-    log.info("%s", checked.outcome)
-    return checked.outcome
+    outcome = checked.outcome + (f"; created topics {', '.join(created)}" if created else "")
+    log.info("%s", outcome)
+    return outcome
 
 
 def snapshot_table(form: Mapping[str, Any]) -> str:

@@ -9,6 +9,7 @@ the settings keeps it, so a scheduled run never undoes an operator's addition.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -29,7 +30,7 @@ from lakehouse.cdc.connector import (
     restart_connector,
     wait_until_running,
 )
-from lakehouse.core.config import CdcSettings
+from lakehouse.core.config import CdcSettings, Settings
 
 _TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -64,6 +65,42 @@ def ensure_connector(
         restart_connector(cdc)
     status = wait_until_running(cdc, timeout)
     return CaptureCheck("; ".join([*done, describe(status)]), status)
+
+
+def ensure_changelog_topics(
+    settings: Settings, topic_settings: Mapping[str, str] | None = None
+) -> list[str]:
+    """Create the captured tables' topics that do not exist yet, as Debezium would (compacted,
+    with the connector's topic settings): Debezium creates a table's topic with its first
+    change, and the changelog stream cannot start on a topic that is missing. The topics
+    created."""
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    from lakehouse.core.kafka_io import _admin
+
+    prefix = "topic.creation.default."
+    config = connector_config(settings.cdc, topic_settings)
+    shape = {"partitions", "replication.factor"}
+    topic_configs = {
+        k.removeprefix(prefix): v
+        for k, v in config.items()
+        if k.startswith(prefix) and k.removeprefix(prefix) not in shape
+    }
+    partitions = int(config[f"{prefix}partitions"])
+    replicas = int(config[f"{prefix}replication.factor"])
+    wanted = [settings.cdc.topic(t) for t in settings.cdc.tables]
+    admin = _admin(settings)
+    try:
+        missing = [t for t in wanted if t not in admin.list_topics()]
+        for topic in missing:
+            new = NewTopic(topic, partitions, replicas, topic_configs=topic_configs)
+            # Debezium may have made it meanwhile.
+            with contextlib.suppress(TopicAlreadyExistsError):
+                admin.create_topics([new])
+    finally:
+        admin.close()
+    return missing
 
 
 def captured_tables(cdc: CdcSettings) -> list[str]:

@@ -51,13 +51,14 @@ class CdcReport:
 
 
 def run_cdc_demo(spark: SparkSession, settings: Settings, say: Callable[[str], None]) -> CdcReport:
-    from lakehouse.cdc.capture import ensure_connector
+    from lakehouse.cdc.capture import ensure_changelog_topics, ensure_connector
     from lakehouse.cdc.connector import CdcError
     from lakehouse.core.kafka_io import KafkaUnavailableError
 
     try:
         say("==> change data capture: the connector")
         ensure_connector(settings.cdc)
+        ensure_changelog_topics(settings)
         topic = settings.cdc.topic("users")
         before = _topic_end(settings, topic)
         update = update_user(settings)

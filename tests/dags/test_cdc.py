@@ -195,6 +195,7 @@ def test_a_failed_connector_is_restarted_and_checked_again(
     restarts: list[str] = []
     monkeypatch.setattr("lakehouse.cdc.capture.connector_status", lambda _: next(statuses))
     monkeypatch.setattr("lakehouse.cdc.capture._update_config", lambda *_: False)
+    monkeypatch.setattr("lakehouse.cdc.capture.ensure_changelog_topics", lambda *_: [])
     monkeypatch.setattr("lakehouse.cdc.capture.restart_connector", lambda c: restarts.append(c))
     running = _status("RUNNING", "RUNNING")
     monkeypatch.setattr("lakehouse.cdc.capture.wait_until_running", lambda *_: running)
@@ -213,6 +214,7 @@ def test_a_connector_still_failing_after_its_restart_fails_the_task_with_its_tra
     failed = _status("RUNNING", "FAILED", "org.postgresql.util.PSQLException: gone\n\tat x")
     monkeypatch.setattr("lakehouse.cdc.capture.connector_status", lambda _: failed)
     monkeypatch.setattr("lakehouse.cdc.capture._update_config", lambda *_: False)
+    monkeypatch.setattr("lakehouse.cdc.capture.ensure_changelog_topics", lambda *_: [])
     monkeypatch.setattr("lakehouse.cdc.capture.restart_connector", lambda _: None)
     monkeypatch.setattr("lakehouse.cdc.connector.connector_status", lambda _: failed)
     with pytest.raises(TaskFailed) as task_failed:

@@ -1,0 +1,140 @@
+"""The cdc DAG on the test Airflow, through its REST API, on the real PostgreSQL, Connect and
+Kafka: a run with a new table registers the connector, starts the changelog stream and checks
+its lag, and snapshots the table into its topic; a run asking for a table without a primary key
+fails its first task with one ERROR line and changes nothing. The task functions' other paths
+are in tests/dags/test_cdc.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from psycopg import sql
+
+import tests.integration.airflow_client as af
+from lakehouse.cdc.capture import captured_tables, current_config
+from lakehouse.cdc.connector import _name, _request, connector_status
+from lakehouse.cdc.supervisor import ChangelogSupervisor
+from lakehouse.core.config import CdcSettings, Settings
+from tests.conftest import RUN_ID
+
+DAG_ID = "cdc"
+# A run starts Spark for the changelog stream and waits for its first batch.
+RUN_TIMEOUT = 900
+
+
+@pytest.fixture(scope="module")
+def cdc(minio_settings: Settings, connect_up: str) -> CdcSettings:
+    return minio_settings.cdc
+
+
+def _db(cdc: CdcSettings) -> psycopg.Connection[Any]:
+    assert cdc.password is not None
+    return psycopg.connect(
+        host=cdc.database_host,
+        port=cdc.database_port,
+        dbname=cdc.database,
+        user=cdc.user,
+        password=cdc.password.get_secret_value(),
+        autocommit=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def tables(cdc: CdcSettings) -> Iterator[dict[str, str]]:
+    """A new table with a primary key and three rows, and one without a key; dropped after."""
+    names = {"keyed": f"carts_{RUN_ID}", "keyless": f"notes_{RUN_ID}"}
+    with _db(cdc) as db:
+        db.execute(
+            sql.SQL("CREATE TABLE {} (cart_id text PRIMARY KEY, items int NOT NULL)").format(
+                sql.Identifier(names["keyed"])
+            )
+        )
+        db.execute(
+            sql.SQL("INSERT INTO {} VALUES ('c1', 1), ('c2', 2), ('c3', 3)").format(
+                sql.Identifier(names["keyed"])
+            )
+        )
+        db.execute(sql.SQL("CREATE TABLE {} (note text)").format(sql.Identifier(names["keyless"])))
+    yield names
+    with _db(cdc) as db:
+        for name in names.values():
+            db.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="module")
+def dag_ready(
+    api: af.Api, cdc: CdcSettings, minio_settings: Settings, tables: dict[str, str]
+) -> Iterator[ChangelogSupervisor]:
+    """The DAG parsed; afterwards the changelog stream stopped, and the connector's config
+    put back as it was (without this module's table)."""
+    af.wait_parsed(api, DAG_ID)
+    before = current_config(cdc) if connector_status(cdc) is not None else None
+    supervisor = ChangelogSupervisor(minio_settings)
+    held = supervisor.held()
+    yield supervisor
+    supervisor.stop()
+    if held:
+        supervisor.hold_file.write_text(held + "\n")
+    if before is not None:
+        _request(cdc, "PUT", f"/connectors/{_name(cdc)}/config", before)
+
+
+def test_a_run_with_a_new_table_captures_it_and_keeps_the_changelog_stream_running(
+    api: af.Api, dag_ready: ChangelogSupervisor, cdc: CdcSettings, tables: dict[str, str]
+) -> None:
+    supervisor = dag_ready
+    supervisor.hold_file.unlink(missing_ok=True)
+    run = af.trigger_run(api, DAG_ID, {"table": tables["keyed"]})
+    _, tis = af.run_alone(api, DAG_ID, run["dag_run_id"], RUN_TIMEOUT)
+    logs = af.task_logs(api, DAG_ID, run["dag_run_id"], tis)
+    states = af.task_states(tis)
+    assert set(states.values()) == {"success"}, af.tasks_report(tis, logs)
+    status = connector_status(cdc)
+    assert status is not None and status.running, status
+    assert tables["keyed"] in captured_tables(cdc)
+    assert supervisor.status().running, supervisor.status().describe()
+    # The incremental snapshot put the table's three rows into its topic.
+    rows = _snapshot_rows(supervisor.settings, cdc.topic(tables["keyed"]))
+    assert sorted(r["cart_id"] for r in rows) == ["c1", "c2", "c3"], rows
+
+
+def test_a_table_without_a_primary_key_fails_the_run_with_one_line_and_changes_nothing(
+    api: af.Api, dag_ready: ChangelogSupervisor, cdc: CdcSettings, tables: dict[str, str]
+) -> None:
+    before = current_config(cdc)
+    run = af.trigger_run(api, DAG_ID, {"table": tables["keyless"]})
+    _, tis = af.run_alone(api, DAG_ID, run["dag_run_id"], RUN_TIMEOUT)
+    states = af.task_states(tis)
+    assert states["check_form"] == "failed", states
+    assert {s for t, s in states.items() if t != "check_form"} == {"upstream_failed"}, states
+    errors = af.error_lines(api, DAG_ID, run["dag_run_id"], "check_form")
+    assert len(errors) == 1, errors
+    assert f"table public.{tables['keyless']} has no primary key" in errors[0], errors
+    assert "nothing was changed" in errors[0], errors
+    assert current_config(cdc) == before
+
+
+def _snapshot_rows(settings: Settings, topic: str) -> list[dict[str, Any]]:
+    """The row images in the topic (the snapshot's reads), once it holds three records."""
+    from lakehouse.core.kafka_offsets import end_offsets
+
+    af.wait_until(
+        lambda: sum(end_offsets(settings, topic).values()) >= 3, 120, f"3 records in {topic}"
+    )
+    consumer = KafkaConsumer(
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        enable_auto_commit=False,
+        consumer_timeout_ms=20_000,
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        values = [json.loads(r.value) for r in consumer if r.value is not None]
+        return [v["after"] for v in values if v.get("after")]
+    finally:
+        consumer.close()
