@@ -27,10 +27,11 @@ from infra.services.connect import Connect
 from infra.services.kafka import Kafka
 from infra.services.minio import Minio
 from infra.services.postgres import Postgres
+from lakehouse.cdc.supervisor import ChangelogSupervisor
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.paths import state_dir
 from lakehouse.core.processes import ServiceError
-from lakehouse.speed.supervisor import SpeedLayerSupervisor
+from lakehouse.speed.supervisor import SpeedLayerSupervisor, StreamSupervisor
 
 # The DAGs that keep the platform running by themselves (docs/operations.md): the stream up,
 # the hourly batch layer, and the quality checks and reconciliation after each batch run or
@@ -83,20 +84,22 @@ def down(names: list[str], recorded: Path | None) -> None:
             return
     if "airflow" in (names or list(ORDER)):
         stop_supervised_stream(SpeedLayerSupervisor(get_settings()))
+        stop_supervised_stream(ChangelogSupervisor(get_settings()))
     for svc in reversed(services(names)):
         print(f"==> {svc.name}: {'stopped' if svc.stop() else 'was not running'}")
     if recorded is not None:
         recorded.unlink(missing_ok=True)
 
 
-def stop_supervised_stream(supervisor: SpeedLayerSupervisor) -> None:
-    """The speed layer Airflow's speed_layer DAG keeps running is a process of its own, which
-    would outlive Airflow: it goes first, while Kafka and storage still answer, so that it ends
-    after its running batch, as a stop from the DAG would."""
+def stop_supervised_stream(supervisor: StreamSupervisor) -> None:
+    """A stream Airflow keeps running (the speed_layer and cdc DAGs) is a process of its own,
+    which would outlive Airflow: it goes first, while Kafka and storage still answer, so that
+    it ends after its running batch, as a stop from the DAG would."""
     if supervisor.status().running:
-        print("==> speed layer (kept running by Airflow): stopping after its running batch")
+        title = supervisor.stream.title.removeprefix("the ")
+        print(f"==> {title} (kept running by Airflow): stopping after its running batch")
         supervisor.stop()
-        print("==> speed layer: stopped")
+        print(f"==> {title}: stopped")
 
 
 def status() -> bool:
