@@ -47,6 +47,8 @@ def ensure_connector(form: Mapping[str, Any]) -> str:
     from lakehouse.core.kafka_io import KafkaUnavailableError
 
     settings = get_settings()
+    # kafka-python narrates every connection at INFO; keep the outcome line readable.
+    logging.getLogger("kafka").setLevel(logging.WARNING)
     try:
         checked = ensure(settings.cdc)
         # The changelog stream the next task starts reads every captured table's topic.
