@@ -89,11 +89,11 @@ def test_a_run_with_a_new_table_captures_it_and_keeps_the_changelog_stream_runni
 ) -> None:
     supervisor = dag_ready
     supervisor.hold_file.unlink(missing_ok=True)
-    run = af.trigger_run(api, DAG_ID, {"table": tables["keyed"]})
-    _, tis = af.run_alone(api, DAG_ID, run["dag_run_id"], RUN_TIMEOUT)
-    logs = af.task_logs(api, DAG_ID, run["dag_run_id"], tis)
-    states = af.task_states(tis)
-    assert set(states.values()) == {"success"}, af.tasks_report(tis, logs)
+    run_id = _trigger(api, {"table": tables["keyed"]})
+    with af.unpaused(api, DAG_ID):
+        run, tis = af.wait_for_run(api, DAG_ID, run_id, RUN_TIMEOUT)
+    logs = af.task_logs(api, DAG_ID, run_id, tis)
+    assert run["state"] == "success", af.tasks_report(tis, logs)
     status = connector_status(cdc)
     assert status is not None and status.running, status
     assert tables["keyed"] in captured_tables(cdc)
@@ -107,16 +107,23 @@ def test_a_table_without_a_primary_key_fails_the_run_with_one_line_and_changes_n
     api: af.Api, dag_ready: ChangelogSupervisor, cdc: CdcSettings, tables: dict[str, str]
 ) -> None:
     before = current_config(cdc)
-    run = af.trigger_run(api, DAG_ID, {"table": tables["keyless"]})
-    _, tis = af.run_alone(api, DAG_ID, run["dag_run_id"], RUN_TIMEOUT)
+    run_id = _trigger(api, {"table": tables["keyless"]})
+    with af.unpaused(api, DAG_ID):
+        _, tis = af.wait_for_run(api, DAG_ID, run_id, RUN_TIMEOUT)
     states = af.task_states(tis)
     assert states["check_form"] == "failed", states
     assert {s for t, s in states.items() if t != "check_form"} == {"upstream_failed"}, states
-    errors = af.error_lines(api, DAG_ID, run["dag_run_id"], "check_form")
+    errors = af.error_lines(api, DAG_ID, run_id, "check_form")
     assert len(errors) == 1, errors
     assert f"table public.{tables['keyless']} has no primary key" in errors[0], errors
     assert "nothing was changed" in errors[0], errors
     assert current_config(cdc) == before
+
+
+def _trigger(api: af.Api, conf: dict[str, Any]) -> str:
+    # First in line: it goes before the scheduled run unpausing creates.
+    run = af.trigger_run(api, DAG_ID, conf, run_after=af.BEFORE_SCHEDULED_RUNS)
+    return str(run["dag_run_id"])
 
 
 def _snapshot_rows(settings: Settings, topic: str) -> list[dict[str, Any]]:
