@@ -45,8 +45,12 @@ if TYPE_CHECKING:
 # string field given a JSON object holds the object's text); typed_rows casts it per table.
 ENVELOPE = (
     "struct<before: string, after: string, op: string, "
-    "source: struct<lsn: bigint, txId: bigint, ts_ms: bigint, snapshot: string>>"
+    "source: struct<lsn: bigint, txId: bigint, ts_ms: bigint, snapshot: string>, "
+    "_corrupt: string>"
 )
+# from_json keeps the fields it read before a syntax error (partial results): the text of a
+# record that is no JSON goes here, so a record cut short is malformed, not missing fields.
+_CORRUPT = {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"}
 INSERTS = ("c", "u", "r")  # ops whose `after` is the row from then on
 DELETE = "d"
 OPS = (*INSERTS, DELETE)
@@ -115,7 +119,7 @@ def parse_changes(raw: DataFrame) -> DataFrame:
     text = F.expr("try_validate_utf8(value)")
     key_json = F.expr("try_validate_utf8(key)")
     decoded = raw.withColumns({"_text": text, "key_json": key_json})
-    parsed = _once(decoded, F.from_json("_text", ENVELOPE), "_envelope")
+    parsed = _once(decoded, F.from_json("_text", ENVELOPE, _CORRUPT), "_envelope")
     envelope, source = F.col("_envelope"), F.col("_envelope.source")
     op = envelope["op"]
     fields = {
@@ -147,7 +151,7 @@ def _rules(envelope: Column) -> dict[str, Column]:
     # object with none of the envelope's fields; only those rows are parsed again.
     fields = ("before", "after", "op", "source")
     none_found = reduce(Column.__and__, [envelope[f].isNull() for f in fields])
-    is_object = ~(none_found & F.json_object_keys(text).isNull())
+    is_object = envelope["_corrupt"].isNull() & ~(none_found & F.json_object_keys(text).isNull())
     readable = text.isNotNull() & is_object
     key, row = F.col("_key"), F.col("_row")
     key_agrees = F.forall(

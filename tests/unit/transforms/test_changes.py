@@ -208,6 +208,8 @@ RECORDS: list[tuple[Any, Any, list[str]]] = [
     (KEY, good("d"), []),
     (KEY, None, []),  # a tombstone
     (KEY, '{"before": null, "after": {"user_id": "u1"', ["malformed_json"]),
+    # Cut short after a field that parses: malformed, not a record missing its other fields.
+    (KEY, '{"op": "u", "after": {"user_id": ', ["malformed_json"]),
     (KEY, "not json", ["malformed_json"]),
     (KEY, "[1, 2]", ["malformed_json"]),
     (KEY, '"a string"', ["malformed_json"]),
