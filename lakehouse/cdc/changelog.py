@@ -17,6 +17,7 @@ so until its own MERGE commits a retried batch finds the history as its first tr
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -112,16 +113,21 @@ class ChangelogProcessor:
         if not quarantined.isEmpty() or not table_exists(spark, QUARANTINE, settings):
             append_batch(quarantined, QUARANTINE, settings, app, batch_id, untried=untried)
         accepted = accepted_changes(parsed)
-        applied = {}
-        for captured in self.tables:
+
+        def write(captured: CapturedTable) -> int:
             mine = accepted.where(F.col("topic") == captured.topic(settings.cdc))
             if mine.isEmpty() and table_exists(spark, changes_table(captured), settings):
-                applied[captured.name] = 0
-                continue
+                return 0
             append_batch(mine, changes_table(captured), settings, app, batch_id, untried=untried)
             rows = typed_rows(mine, captured).localCheckpoint()
-            applied[captured.name] = self.apply(spark, rows, captured, app, batch_id)
-        return applied
+            return self.apply(spark, rows, captured, app, batch_id)
+
+        # Each captured table's writes are its own (a table's current before its history);
+        # side by side, the driver's planning and committing of one overlaps another's. A
+        # failed write fails the batch, which is retried whole.
+        with ThreadPoolExecutor(max(1, settings.speed.write_threads)) as pool:
+            counts = list(pool.map(write, self.tables))
+        return {captured.name: n for captured, n in zip(self.tables, counts, strict=True)}
 
     def apply(
         self, spark: SparkSession, rows: DataFrame, captured: CapturedTable, app: str, batch: int
