@@ -7,6 +7,7 @@ import hashlib
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -26,6 +27,12 @@ class Postgres(Service):
 
     def procs(self) -> list[Proc]:
         return [self.proc("postgres")]
+
+    def stop(self) -> bool:
+        # SIGINT is PostgreSQL's fast shutdown (pg_ctl's default): clients are disconnected.
+        # SIGTERM waits for every client to leave, and a connector's replication never does,
+        # so the stop would end in SIGKILL and leave a lock file the next start refuses.
+        return self.proc("postgres").stop(sig=signal.SIGINT)
 
     def address(self) -> str:
         return f"{self.ctx.settings.services.bind_host}:{self.ctx.settings.services.postgres_port}"

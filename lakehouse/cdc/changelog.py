@@ -41,6 +41,7 @@ from lakehouse.transforms.changes import (
     CURRENT_SOURCE_COLUMNS,
     VERSION_COLUMNS,
     accepted_changes,
+    distinct_changes,
     extend_history,
     parse_changes,
     quarantined_changes,
@@ -132,7 +133,8 @@ class ChangelogProcessor:
     def apply(
         self, spark: SparkSession, rows: DataFrame, captured: CapturedTable, app: str, batch: int
     ) -> int:
-        """Merge a table's row changes into its current rows, then its history."""
+        """Merge a table's row changes into its current rows, then its history; how many
+        changes were applied (a change delivered twice counted once)."""
         settings = self.settings
         history = read_history(spark, settings, captured)
         unapplied = unapplied_changes(rows, history, captured).localCheckpoint()
@@ -140,7 +142,7 @@ class ChangelogProcessor:
         merge_current(winners, current_table(captured), settings, captured, app, batch)
         extension = extend_history(history, rows, captured)
         merge_history(extension, history_table(captured), settings, captured, app, batch)
-        return unapplied.count()
+        return distinct_changes(unapplied, captured).count()
 
 
 def read_history(spark: SparkSession, settings: Settings, captured: CapturedTable) -> DataFrame:

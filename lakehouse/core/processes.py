@@ -66,13 +66,14 @@ class Proc:
         self.pid_file.write_text(f"{proc.pid}\n")
         return proc.pid
 
-    def stop(self, timeout: float = 30) -> bool:
-        """SIGTERM the process group, SIGKILL it after `timeout`. True if it was running."""
+    def stop(self, timeout: float = 30, sig: signal.Signals = signal.SIGTERM) -> bool:
+        """Send `sig` to the process group, SIGKILL it after `timeout`. True if it was
+        running."""
         pid = self.pid()
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
-        _signal_group(pid, signal.SIGTERM)
+        _signal_group(pid, sig)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and _alive(pid):
             time.sleep(0.3)

@@ -105,12 +105,13 @@ def streamed(spark, tmp_path_factory) -> Streamed:
             ("u2", change("c", 20, None, u2)),
             ("u1", change("u", 40, u1a, u1b)),
             ("u2", b"{not json"),  # quarantined, and the stream goes on
+            ("u2", change("c", 20, None, u2)),  # delivered twice in one batch: applied once
         ],
     )
     second = records(
         spark,
         topic,
-        4,
+        5,
         [
             ("u1", change("u", 60, u1b, u1c)),
             ("u1", change("u", 40, u1a, u1b)),  # redelivered after a connector restart
@@ -135,7 +136,7 @@ def test_batches_retried_and_redelivered_leave_the_tables_of_all_changes_at_once
     topic = local_settings.cdc.topic("users")
     assert streamed.versions_after_retry == streamed.versions_before_retry, "nothing written"
     bronze = read_table(spark, changes_table(USERS), local_settings)
-    assert bronze.count() == 7, "every change and the tombstone, as received"
+    assert bronze.count() == 8, "every change and the tombstone, as received"
     quarantine = read_table(spark, QUARANTINE, local_settings)
     assert [r["kafka_offset"] for r in quarantine.collect()] == [3]
     rows = typed_rows(bronze, USERS)
@@ -153,11 +154,11 @@ def test_batches_retried_and_redelivered_leave_the_tables_of_all_changes_at_once
 
     progress = read_table(spark, PROGRESS, local_settings).orderBy("batch_id").collect()
     assert [(r["batch_id"], r["records"], r["quarantined"]) for r in progress] == [
-        (0, 4, 1),
+        (0, 5, 1),
         (1, 4, 0),
     ]
     assert [r["applied"]["users"] for r in progress] == [3, 2], "the redelivery not applied"
-    assert progress[-1]["offsets"] == {f"{topic}:0": 8}
+    assert progress[-1]["offsets"] == {f"{topic}:0": 9}
 
 
 def test_the_batch_recompute_finds_the_stream_s_tables_equal(spark, streamed: Streamed) -> None:
@@ -182,7 +183,7 @@ def test_a_row_the_stream_got_wrong_is_a_difference_and_a_change_in_flight_is_le
     DeltaTable.forPath(spark, current).update("user_id = 'u1'", {"segment": F.lit("lost")})
     # A batch the stream has begun: its change of u3 is in bronze, not yet merged.
     u3 = user("u3", "new", 2)
-    begun = records(spark, settings.cdc.topic("users"), 8, [("u3", change("c", 70, None, u3))])
+    begun = records(spark, settings.cdc.topic("users"), 9, [("u3", change("c", 70, None, u3))])
     rows = accepted_changes(begun.transform(to_raw_records).transform(parse_changes))
     append_once(rows, changes_table(USERS), settings, "begun", 2)
 

@@ -1,0 +1,244 @@
+# PENDING (not collected: its name is not test_*.py). Written against the real services; its
+# Connect kill -9 test passed once the progress count of a change delivered twice was fixed,
+# its PostgreSQL restart test needs the fast shutdown now in infra/services/postgres.py, and
+# its kill -9 of the changelog job has not run yet. Rename it to test_cdc_faults.py once it
+# passes, in a worker group of its own (it restarts services other modules use).
+"""The change data capture path's faults on the real services, each ending with nothing lost
+and nothing applied twice: Kafka Connect killed with kill -9 while the generator writes (after
+its restart Debezium may deliver again what it had not confirmed: bronze may hold a change
+twice, current and history never), PostgreSQL restarted under a running connector, and the
+changelog job killed with kill -9 in the middle of a batch. Each test captures through a
+connector of its own (tests/integration/cdc_capture.py); the services are the test run's."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.services.base import Context
+from infra.services.connect import Connect
+from infra.services.postgres import Postgres
+from jobs.contract import Exit
+from lakehouse.cdc.changelog import PROGRESS, current_table, history_table
+from lakehouse.cdc.connector import wait_until_running
+from lakehouse.cdc.shop import CAPTURED
+from lakehouse.core.config import CdcSettings, Settings, get_settings
+from lakehouse.core.paths import state_dir
+from lakehouse.core.processes import port_open
+from tests.delta_files import commits
+from tests.integration.cdc_capture import (
+    assert_progress_adds_up,
+    assert_tables_as_the_ledger_says,
+    generate,
+    job_env,
+    new_key_prefix,
+    own_capture,
+    settings_of,
+    table_rows,
+    wait_until_published,
+)
+from tests.jobs_in_process import RunJob
+
+REPO = Path(__file__).parents[2]
+
+
+@pytest.fixture
+def prefix() -> str:
+    return new_key_prefix()
+
+
+@pytest.fixture
+def capture(minio_settings: Settings, connect_up: str, prefix: str) -> Iterator[CdcSettings]:
+    with own_capture(minio_settings.cdc, prefix) as own:
+        yield own
+
+
+def services() -> Context:
+    """The test run's services, as `python -m infra.test_env ... infra.services` runs them."""
+    return Context(settings=get_settings(), state=state_dir())
+
+
+def run_stream(run_job_here: RunJob, env: dict[str, str], lake: Path) -> None:
+    stop_file = str(lake.parent / f"{lake.name}.stop")
+    ran = run_job_here("jobs.cdc", "--available-now", "--stop-file", stop_file, **env)
+    assert ran.returncode == Exit.OK, ran.stderr[-3000:]
+
+
+class Writing:
+    """The change generator running in a thread, paced, while a fault happens."""
+
+    def __init__(self, cdc: CdcSettings, prefix: str, ledger: Path, **options: Any) -> None:
+        self.ledger = ledger
+        self.entries: list[dict[str, Any]] = []
+        self.error: BaseException | None = None
+
+        def write() -> None:
+            try:
+                self.entries = generate(cdc, prefix, ledger, **options)
+            except BaseException as err:  # raised in the test's thread by join()
+                self.error = err
+
+        self.thread = threading.Thread(target=write, daemon=True)
+        self.thread.start()
+
+    def written(self) -> int:
+        return len(self.ledger.read_text().splitlines()) if self.ledger.exists() else 0
+
+    def join(self) -> list[dict[str, Any]]:
+        self.thread.join(timeout=300)
+        assert not self.thread.is_alive(), "the generator did not finish"
+        if self.error is not None:
+            raise self.error
+        return self.entries
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str, every: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f}s"
+        time.sleep(every)
+
+
+def test_connect_killed_mid_stream_loses_nothing_and_applies_nothing_twice(
+    minio_settings: Settings,
+    capture: CdcSettings,
+    prefix: str,
+    run_job_here: RunJob,
+    tmp_path: Path,
+) -> None:
+    writing = Writing(capture, prefix, tmp_path / "changes.jsonl", count=240, seed=51, rate=40.0)
+    wait_for(lambda: writing.written() >= 80, 60, "the generator's first changes")
+    connect = Connect(services())
+    pid = connect.proc("connect").pid()
+    assert pid is not None, "Kafka Connect runs as a service of the test run"
+    os.killpg(pid, signal.SIGKILL)  # the worker is its process group's leader
+    # The worker's main thread is reaped before its other threads let go of the REST port.
+    svc = services().settings.services
+
+    def gone():
+        return connect.proc("connect").pid() is None and not port_open(
+            svc.bind_host, svc.connect_port
+        )
+
+    wait_for(gone, 30, "Connect gone after kill -9")
+    killed_at = writing.written()
+    connect.start()
+    wait_until_running(capture, timeout=120)
+    entries = writing.join()
+    assert killed_at < len(entries), "the generator went on writing across the crash"
+    wait_until_published(minio_settings, capture, prefix, entries, timeout=180)
+
+    lake = tmp_path / "lake"
+    env = job_env(lake, capture)
+    settings = settings_of(env)
+    run_stream(run_job_here, env, lake)
+    assert_tables_as_the_ledger_says(settings, prefix, entries)
+    assert_progress_adds_up(settings, capture)
+
+
+def test_postgres_restarted_under_the_connector_the_next_changes_still_arrive(
+    minio_settings: Settings,
+    capture: CdcSettings,
+    prefix: str,
+    run_job_here: RunJob,
+    tmp_path: Path,
+) -> None:
+    before = generate(capture, prefix, tmp_path / "before.jsonl", 30, seed=61)
+    wait_until_published(minio_settings, capture, prefix, before)
+    postgres = Postgres(services())
+    postgres.stop()
+    postgres.start()
+    after = generate(capture, prefix, tmp_path / "after.jsonl", 30, seed=62)
+    entries = before + after
+    # Debezium's task meets the closed replication connection, and Connect restarts it.
+    wait_until_published(minio_settings, capture, prefix, entries, timeout=180)
+    wait_until_running(capture, timeout=120)
+
+    lake = tmp_path / "lake"
+    env = job_env(lake, capture)
+    settings = settings_of(env)
+    run_stream(run_job_here, env, lake)
+    assert_tables_as_the_ledger_says(settings, prefix, entries)
+    assert_progress_adds_up(settings, capture)
+
+
+def start_job(env: dict[str, str], log: Path, stop_file: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "jobs.cdc", "--available-now", "--stop-file", str(stop_file)],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO), **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def snapshot(settings: Settings) -> dict[str, list[tuple[str, ...]]]:
+    """Current rows and history of every captured table, in a comparable order."""
+    tables = {}
+    for captured in CAPTURED.values():
+        for target in (current_table(captured), history_table(captured)):
+            rows = table_rows(settings, target)
+            tables[target.name] = sorted(tuple(str(v) for v in r.values()) for r in rows)
+    return tables
+
+
+def test_the_changelog_job_killed_mid_batch_and_restarted_changes_no_result(
+    minio_settings: Settings,
+    capture: CdcSettings,
+    prefix: str,
+    run_job_here: RunJob,
+    tmp_path: Path,
+) -> None:
+    """Small batches, so that the kill lands after one has committed and with more to come:
+    once a batch's current rows have committed and its progress row has not, the hardest
+    moment (the restart must finish that batch with the first try's decisions)."""
+    entries = generate(capture, prefix, tmp_path / "changes.jsonl", 200, seed=71)
+    wait_until_published(minio_settings, capture, prefix, entries)
+    small = {"TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "60"}
+
+    calm = tmp_path / "calm"
+    calm_env = job_env(calm, capture, **small)
+    run_stream(run_job_here, calm_env, calm)
+
+    killed = tmp_path / "killed"
+    env = job_env(killed, capture, **small)
+    settings = settings_of(env)
+    progress_path = PROGRESS.path(settings)
+    currents = [current_table(c).path(settings) for c in CAPTURED.values()]
+
+    def half_written() -> bool:
+        done = commits(progress_path) if Path(progress_path, "_delta_log").exists() else 0
+        written = [commits(p) for p in currents if Path(p, "_delta_log").exists()]
+        return done >= 1 and any(n > done for n in written)
+
+    log = tmp_path / "killed.log"
+    proc = start_job(env, log, tmp_path / "killed-job.stop")
+    try:
+        deadline = time.monotonic() + 240
+        while not half_written() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, "it ended before the kill: " + log.read_text()[-3000:]
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    batches_before_restart = len(table_rows(settings, PROGRESS))
+    run_stream(run_job_here, env, killed)
+
+    assert snapshot(settings) == snapshot(settings_of(calm_env))
+    assert_tables_as_the_ledger_says(settings, prefix, entries)
+    assert_progress_adds_up(settings, capture)
+    assert batches_before_restart < len(table_rows(settings, PROGRESS)), "batches after it"
