@@ -237,10 +237,11 @@ def test_a_replay_interrupted_mid_batch_resumes_to_the_same_result(
         name: str,
         app: str,
         batch_id: int,
+        untouched: bool = False,
     ) -> None:
         if self.outputs.name == "replay_interrupted" and batch_id == 1 and name == "sessions":
             raise RuntimeError("injected failure in the sessions write of batch 1")
-        view_write(self, spark, rows, name, app, batch_id)
+        view_write(self, spark, rows, name, app, batch_id, untouched)
 
     job = ["jobs.replay", "--version", "interrupted", "--max-offsets-per-trigger", per_batch]
     with monkeypatch.context() as patched:
