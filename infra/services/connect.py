@@ -71,6 +71,8 @@ class Connect(Service):
             bootstrap_servers=self.ctx.settings.kafka.bootstrap_servers,
             host=svc.bind_host,
             port=svc.connect_port,
+            group_id=svc.connect_group_id,
+            storage_prefix=svc.connect_storage_topic_prefix,
         )
         path = self.data / "worker.properties"
         path.write_text(text)

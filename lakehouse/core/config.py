@@ -136,6 +136,10 @@ class AirflowSettings(_Frozen):
     admin_password: SecretStr | None = None
 
 
+# A Kafka topic or group name (topics allow these characters only).
+_KAFKA_NAME = r"^[A-Za-z0-9._-]{1,200}$"
+
+
 class ServicesSettings(_Frozen):
     bind_host: str
     kafka_port: int = Field(ge=1, le=65535)
@@ -149,6 +153,11 @@ class ServicesSettings(_Frozen):
     postgres_port: int = Field(ge=1, le=65535)
     connect_port: int = Field(ge=1, le=65535)
     connect_heap: str = Field(pattern=r"^\d+[kmgKMG]$")
+    # Kafka Connect's group and the prefix of its internal topics (<prefix>-configs, -offsets,
+    # -status), which keep the connectors' configs and source offsets: workers on one Kafka
+    # with another group and prefix are a Connect cluster of their own.
+    connect_group_id: str = Field(pattern=_KAFKA_NAME)
+    connect_storage_topic_prefix: str = Field(pattern=_KAFKA_NAME)
 
 
 class BatchSettings(_Frozen):

@@ -183,6 +183,9 @@ def test_cdc_settings_have_the_shop_database_and_its_secret(tmp_path: Path) -> N
     assert (settings.services.postgres_port, settings.services.connect_port) == (5433, 8083)
     assert cdc.database_port == settings.services.postgres_port
     assert cdc.connect_url == f"http://127.0.0.1:{settings.services.connect_port}"
+    # Where Connect keeps its connectors and offsets: the names a default install always had.
+    assert settings.services.connect_group_id == "tributary-connect"
+    assert settings.services.connect_storage_topic_prefix == "connect"
 
 
 def test_cdc_clients_follow_the_environment(tmp_path: Path) -> None:
@@ -206,6 +209,12 @@ def test_cdc_clients_follow_the_environment(tmp_path: Path) -> None:
         ("TRIBUTARY__CDC__TABLES", "[users, users]", "listed twice"),
         ("TRIBUTARY__CDC__SLOT_NAME", "my-slot", r"cdc\.slot_name"),
         ("TRIBUTARY__CDC__CONNECT_URL", "connect:8083", r"cdc\.connect_url"),
+        ("TRIBUTARY__SERVICES__CONNECT_GROUP_ID", "my group", r"services\.connect_group_id"),
+        (
+            "TRIBUTARY__SERVICES__CONNECT_STORAGE_TOPIC_PREFIX",
+            "connect/",
+            r"services\.connect_storage_topic_prefix",
+        ),
     ],
 )
 def test_bad_cdc_values_are_refused(tmp_path: Path, name: str, value: str, message: str) -> None:
