@@ -48,13 +48,14 @@ def _record(row: Any, names: list[str]) -> Sequence[Any]:
 
 
 def _arrow_value(value: Any, dtype: DataType) -> Any:
-    """`value` as pyarrow takes it for `dtype`: structs as dicts, maps as pairs, naive
-    datetimes as the local time they stand for."""
+    """`value` as pyarrow takes it for `dtype`: structs as dicts, maps as pairs, datetimes
+    in UTC (a naive one is the local time it stands for). pyarrow is handed UTC wall clocks
+    only, so the instant holds whether or not it applies an aware value's own offset."""
     from pyspark.sql.types import ArrayType, MapType, StructType, TimestampType
 
     if value is None:
         return None
-    if isinstance(dtype, TimestampType) and isinstance(value, datetime) and value.tzinfo is None:
+    if isinstance(dtype, TimestampType) and isinstance(value, datetime):
         return value.astimezone(UTC)
     if isinstance(dtype, StructType):
         fields = dtype.fields

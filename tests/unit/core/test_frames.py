@@ -71,7 +71,13 @@ EVERY_KIND = (
     ],
     ids=["every-kind", "one-value-column", "dicts", "no-rows"],
 )
-def test_the_same_frame_as_create_data_frame(spark, schema, rows) -> None:
+@pytest.mark.parametrize("ignore_timezone", ["", "1"], ids=["", "pyarrow-ignoring-offsets"])
+def test_the_same_frame_as_create_data_frame(
+    spark, schema, rows, ignore_timezone, monkeypatch
+) -> None:
+    # Importing pyspark.pandas (Great Expectations does) sets PYARROW_IGNORE_TIMEZONE=1 for
+    # the whole process, and pyarrow then reads an aware datetime's wall clock as UTC.
+    monkeypatch.setenv("PYARROW_IGNORE_TIMEZONE", ignore_timezone)
     made = rows_frame(spark, rows, schema)
     expected = spark.createDataFrame(rows, schema)
     assert made.schema == expected.schema
