@@ -25,13 +25,13 @@ from pathlib import Path
 from jobs.arguments import duration, positive_float, positive_int, start_time
 from jobs.contract import Exit, exit_with, result_line
 from jobs.parser import OneLineParser
+from lakehouse.cdc.database import ShopUnavailableError
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.processes import stop_on_signals
 from lakehouse.generator.clickstream import ledger_problem
 from lakehouse.generator.shop_changes import (
     ChangeApplyError,
     ChangeConfig,
-    ShopUnavailableError,
     apply_changes,
     default_ledger,
     paced_step,

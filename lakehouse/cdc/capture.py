@@ -30,6 +30,7 @@ from lakehouse.cdc.connector import (
     restart_connector,
     wait_until_running,
 )
+from lakehouse.cdc.database import connect
 from lakehouse.core.config import CdcSettings, Settings
 
 _TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -159,20 +160,11 @@ def send_snapshot_signal(cdc: CdcSettings, table: str) -> str:
     import psycopg
     from psycopg import sql
 
-    if cdc.password is None:
-        raise CdcError("no database password (POSTGRES_PASSWORD); run `make setup`")
     signal_id = f"tributary-{uuid.uuid4()}"
     data = json.dumps({"data-collections": [f"{cdc.schema_name}.{table}"], "type": "incremental"})
     insert = sql.SQL("INSERT INTO {} (id, type, data) VALUES (%s, 'execute-snapshot', %s)")
     try:
-        with psycopg.connect(
-            host=cdc.database_host,
-            port=cdc.database_port,
-            dbname=cdc.database,
-            user=cdc.user,
-            password=cdc.password.get_secret_value(),
-            connect_timeout=10,
-        ) as conn:
+        with connect(cdc) as conn:
             conn.execute(
                 insert.format(sql.Identifier(cdc.schema_name, SIGNAL_TABLE)), (signal_id, data)
             )
@@ -180,11 +172,6 @@ def send_snapshot_signal(cdc: CdcSettings, table: str) -> str:
         raise CdcError(
             f"no signalling table {cdc.schema_name}.{SIGNAL_TABLE} in database {cdc.database}; "
             "restart PostgreSQL with `make up` (it applies infra/postgres/signal.sql)"
-        ) from None
-    except psycopg.OperationalError as err:
-        raise CdcError(
-            f"PostgreSQL at {cdc.database_host}:{cdc.database_port} cannot be reached "
-            f"({str(err).strip().splitlines()[0]}); start it with `make up`"
         ) from None
     return signal_id
 

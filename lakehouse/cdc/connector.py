@@ -16,7 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lakehouse.cdc.database import CdcError, connect
 from lakehouse.core.config import CdcSettings
+
+__all__ = ["CdcError"]  # raised by every capture function, defined with the database's
 
 CONNECTOR_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 # The Connect worker reads the password from its own environment (infra/connect/
@@ -29,10 +32,6 @@ PASSWORD_REFERENCE = "${env:TRIBUTARY_POSTGRES_PASSWORD}"
 SIGNAL_TABLE = "debezium_signal"
 # A worker answers 409 while its group rebalances (just started, a connector just changed).
 REBALANCE_WAIT_SECONDS = 60.0
-
-
-class CdcError(Exception):
-    """Capture cannot be set up or reached; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -142,25 +141,8 @@ def primary_key_problems(cdc: CdcSettings, found: dict[str, tuple[bool, bool]]) 
 
 def check_tables(cdc: CdcSettings) -> None:
     """Raise CdcError unless every listed table exists and has a primary key."""
-    import psycopg
-
-    if cdc.password is None:
-        raise CdcError("no database password (POSTGRES_PASSWORD); run `make setup`")
-    try:
-        with psycopg.connect(
-            host=cdc.database_host,
-            port=cdc.database_port,
-            dbname=cdc.database,
-            user=cdc.user,
-            password=cdc.password.get_secret_value(),
-            connect_timeout=10,
-        ) as conn:
-            rows = conn.execute(_PRIMARY_KEYS, (list(cdc.tables), cdc.schema_name)).fetchall()
-    except psycopg.OperationalError as err:
-        raise CdcError(
-            f"PostgreSQL at {cdc.database_host}:{cdc.database_port} cannot be reached "
-            f"({str(err).strip().splitlines()[0]}); start it with `make up`"
-        ) from None
+    with connect(cdc) as conn:
+        rows = conn.execute(_PRIMARY_KEYS, (list(cdc.tables), cdc.schema_name)).fetchall()
     problems = primary_key_problems(cdc, {name: (present, pk) for name, present, pk in rows})
     if problems:
         raise CdcError("; ".join(problems))
@@ -225,19 +207,9 @@ def drop_replication_slot(cdc: CdcSettings, timeout: float = 30.0) -> bool:
     """Drop the connector's slot and publication (the WAL the slot holds is freed; a new
     connector snapshots again). Delete the connector first: its task lets go of the slot
     within seconds, and this waits for that. True if there was a slot."""
-    import psycopg
     from psycopg import sql
 
-    if cdc.password is None:
-        raise CdcError("no database password (POSTGRES_PASSWORD); run `make setup`")
-    with psycopg.connect(
-        host=cdc.database_host,
-        port=cdc.database_port,
-        dbname=cdc.database,
-        user=cdc.user,
-        password=cdc.password.get_secret_value(),
-        autocommit=True,
-    ) as conn:
+    with connect(cdc, autocommit=True) as conn:
         slot = "SELECT active FROM pg_replication_slots WHERE slot_name = %s"
         deadline = time.monotonic() + timeout
         while (row := conn.execute(slot, (cdc.slot_name,)).fetchone()) and row[0]:

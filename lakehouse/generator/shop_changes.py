@@ -30,6 +30,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.cdc import database as shop_database
+from lakehouse.cdc.database import ShopUnavailableError, first_line
 from lakehouse.core.paths import state_dir
 from lakehouse.core.times import END, HANDLED, TimeRangeError, handled
 from lakehouse.generator.clickstream import ledger_problem
@@ -538,10 +540,6 @@ def planned_count(cfg: ChangeConfig, existing: Shop | None = None) -> int:
 # -- applying to PostgreSQL -------------------------------------------------------------------
 
 
-class ShopUnavailableError(Exception):
-    """PostgreSQL cannot be reached or used; nothing was changed. The message says what to do."""
-
-
 class ChangeApplyError(Exception):
     """Applying stopped part-way: the changes committed before are in the ledger."""
 
@@ -550,42 +548,11 @@ class ChangeApplyError(Exception):
 # shapes (another prefix's, a test's, a hand-made one) are never read, changed or deleted.
 KEY_LETTERS = {"users": "u", "products": "p", "orders": "o"}
 APPLICATION_NAME = "tributary-change-generator"
-CONNECT_TIMEOUT_SECONDS = 5
 
 
 def connect(cdc: CdcSettings) -> psycopg.Connection[tuple[Any, ...]]:
     """A connection to the shop database as the `cdc` settings name it, in UTC."""
-    import psycopg
-
-    where = f"{cdc.database_host}:{cdc.database_port}"
-    if cdc.password is None:
-        raise ShopUnavailableError(
-            "no password for PostgreSQL (the generated secret POSTGRES_PASSWORD): run `make setup`"
-        )
-    try:
-        return psycopg.connect(
-            host=cdc.database_host,
-            port=cdc.database_port,
-            dbname=cdc.database,
-            user=cdc.user,
-            password=cdc.password.get_secret_value(),
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            application_name=APPLICATION_NAME,
-            options="-c TimeZone=UTC",
-        )
-    except psycopg.OperationalError as err:
-        reason = _first_line(err)
-        # A server that answers but refuses the login was started with another secret.
-        todo = (
-            "the server was started with another POSTGRES_PASSWORD: restart it (`make down`, "
-            "`make up`)"
-            if "password authentication failed" in reason
-            else "start it with `make up`"
-        )
-        raise ShopUnavailableError(
-            f"PostgreSQL is not reachable at {where} (database {cdc.database!r}, user "
-            f"{cdc.user!r}): {reason}; {todo}"
-        ) from None
+    return shop_database.connect(cdc, application_name=APPLICATION_NAME)
 
 
 def read_shop(conn: psycopg.Connection[Any], schema: str, key_prefix: str = "") -> Shop:
@@ -681,7 +648,7 @@ def apply_changes(
         except psycopg.Error as err:
             raise ShopUnavailableError(
                 f"cannot read the shop tables in {cdc.database}.{cdc.schema_name}: "
-                f"{_first_line(err)}; `make up` creates them"
+                f"{first_line(err)}; `make up` creates them"
             ) from None
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w") as ledger:
@@ -734,7 +701,7 @@ class _Run:
             raise ChangeApplyError(
                 f"applying stopped after {self.ops.total()} committed changes "
                 f"(in the ledger {self.ledger.name}); {len(pending)} uncommitted were rolled "
-                f"back: {_first_line(err)}"
+                f"back: {first_line(err)}"
             ) from None
 
     def _execute(self, cur: psycopg.Cursor[Any], change: Change) -> dict[str, Any]:
@@ -817,11 +784,6 @@ def read_ledger(path: str | Path) -> list[dict[str, Any]]:
     """The entries of one run's ledger, in commit order."""
     with Path(path).open() as lines:
         return [json.loads(line) for line in lines if line.strip()]
-
-
-def _first_line(err: Exception) -> str:
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return lines[0] if lines else type(err).__name__
 
 
 def _sleep_until(deadline: float, stop: threading.Event) -> None:

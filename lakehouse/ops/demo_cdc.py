@@ -73,39 +73,21 @@ def run_cdc_demo(spark: SparkSession, settings: Settings, say: Callable[[str], N
 
 def update_user(settings: Settings) -> str:
     """Give the demo user the next segment (the user first inserted if the shop has none)."""
-    import psycopg
+    from lakehouse.cdc.database import connect
 
-    from lakehouse.cdc.connector import CdcError
-
-    cdc = settings.cdc
-    if cdc.password is None:
-        raise CdcError("no database password (POSTGRES_PASSWORD); run `make setup`")
-    try:
-        with psycopg.connect(
-            host=cdc.database_host,
-            port=cdc.database_port,
-            dbname=cdc.database,
-            user=cdc.user,
-            password=cdc.password.get_secret_value(),
-            connect_timeout=10,
-        ) as conn:
-            conn.execute(
-                "INSERT INTO users (user_id, segment, country, updated_at) "
-                "VALUES (%s, 'new', 'DE', now()) ON CONFLICT DO NOTHING",
-                (DEMO_USER,),
-            )
-            row = conn.execute("SELECT segment FROM users WHERE user_id = %s", (DEMO_USER,))
-            was = str(row.fetchone()[0])  # type: ignore[index]
-            now = SEGMENTS[(SEGMENTS.index(was) + 1) % len(SEGMENTS)] if was in SEGMENTS else "new"
-            conn.execute(
-                "UPDATE users SET segment = %s, updated_at = clock_timestamp() WHERE user_id = %s",
-                (now, DEMO_USER),
-            )
-    except psycopg.OperationalError as err:
-        raise CdcError(
-            f"PostgreSQL at {cdc.database_host}:{cdc.database_port} cannot be reached "
-            f"({str(err).strip().splitlines()[0]}); start it with `make up`"
-        ) from None
+    with connect(settings.cdc) as conn:
+        conn.execute(
+            "INSERT INTO users (user_id, segment, country, updated_at) "
+            "VALUES (%s, 'new', 'DE', now()) ON CONFLICT DO NOTHING",
+            (DEMO_USER,),
+        )
+        row = conn.execute("SELECT segment FROM users WHERE user_id = %s", (DEMO_USER,))
+        was = str(row.fetchone()[0])  # type: ignore[index]
+        now = SEGMENTS[(SEGMENTS.index(was) + 1) % len(SEGMENTS)] if was in SEGMENTS else "new"
+        conn.execute(
+            "UPDATE users SET segment = %s, updated_at = clock_timestamp() WHERE user_id = %s",
+            (now, DEMO_USER),
+        )
     return f"UPDATE users SET segment = '{now}' WHERE user_id = '{DEMO_USER}' (was '{was}')"
 
 
