@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowSkipException
-
-from dags.support.failure import Refused, TaskFailed
-
-# Airflow imports DAG files under mangled module names; give the log a readable one.
-log = logging.getLogger("tributary.dags.speed_layer")
 
 # lakehouse.speed.supervisor.ACTIONS; not imported, as DAG files import lakehouse only in tasks.
 ACTIONS = ["ensure", "start", "stop", "restart"]
@@ -102,57 +95,22 @@ def speed_layer() -> None:
 def apply_action(context: Mapping[str, Any]) -> dict[str, Any]:
     """The supervise task: do what the run's `action` asks; what was done."""
     from dags.support.run_params import checked_params
+    from dags.support.streams import apply_stream_action
     from lakehouse.core.config import get_settings
-    from lakehouse.speed.supervisor import SpeedLayerSupervisor, SupervisorError
+    from lakehouse.speed.supervisor import SpeedLayerSupervisor
 
     action = checked_params(context)["action"]
-    try:
-        done = SpeedLayerSupervisor(get_settings()).apply(action)
-    except SupervisorError as err:
-        raise Refused(str(err)) from None
-    log.info("%s", done["outcome"])
-    return done
+    return apply_stream_action(SpeedLayerSupervisor(get_settings()), action)
 
 
 def assess_stream(done: Mapping[str, Any]) -> dict[str, Any]:
     """The check_health task: judge the stream the supervise task left running; restart a
     stale one; fail on any verdict but healthy."""
+    from dags.support.streams import check_stream_health
     from lakehouse.core.config import get_settings
-    from lakehouse.speed.supervisor import SpeedLayerSupervisor, SupervisorError
+    from lakehouse.speed.supervisor import SpeedLayerSupervisor
 
-    if not done["running"]:
-        raise AirflowSkipException(f"nothing to check: {done['outcome']}")
-    # kafka-python narrates every connection at INFO; keep the verdict line readable.
-    logging.getLogger("kafka").setLevel(logging.WARNING)
-    settings = get_settings()
-    supervisor = SpeedLayerSupervisor(settings)
-    try:
-        health = supervisor.assess()
-    except SupervisorError as err:
-        raise Refused(str(err)) from None
-    if health.status == "stale":
-        after = supervisor.restart()
-        raise TaskFailed(
-            f"{health.message}. Restarted the speed layer (new pid {after.pid}); "
-            f"see {after.log_file} if it happens again"
-        )
-    if health.status in ("lagging", "slow"):
-        raise TaskFailed(health.message)
-    if health.status == "starting" and health.records_waiting:
-        raise TaskFailed(
-            f"{health.message}: no micro-batch committed within "
-            f"{settings.supervisor.first_batch_timeout_seconds:.0f} s of the start; "
-            f"see {supervisor.status().log_file}"
-        )
-    log.info("%s", health.message)
-    at = health.last_batch_at
-    return {
-        "status": health.status,
-        "message": health.message,
-        "batch_id": health.batch_id,
-        "last_batch_at": at.isoformat() if at else None,
-        "records_waiting": health.records_waiting,
-    }
+    return check_stream_health(SpeedLayerSupervisor(get_settings()), done)
 
 
 speed_layer()

@@ -15,51 +15,33 @@ changelog stream running), 2 bad arguments, 5 the query failed (a restart resume
 
 from __future__ import annotations
 
-import argparse
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
-from jobs.arguments import say
 from jobs.contract import Exit, exit_with
-from jobs.parser import OneLineParser, add_stop_file
-from lakehouse.core.config import ConfigError, get_settings
-from lakehouse.core.kafka_io import KafkaUnavailableError
-from lakehouse.core.locks import WriterBusyError
+from jobs.stream_job import run_stream_job
+from lakehouse.core.config import Settings
 from lakehouse.core.paths import cdc_stop_file
-from lakehouse.core.spark import SparkSetupError
-from lakehouse.core.storage import StorageError
-from lakehouse.speed.stream import QueryFailedError
+
+
+def run_changelog(
+    settings: Settings, stop_file: Path, available_now: bool, say: Callable[[str], None]
+) -> None:
+    from lakehouse.cdc.stream import run_changelog
+
+    run_changelog(settings, stop_file, available_now, say)
 
 
 def main(argv: list[str]) -> Exit:
-    parser = OneLineParser(
+    return run_stream_job(
+        argv,
         prog="python -m jobs.cdc",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=__doc__,
+        title="changelog stream",
+        run=run_changelog,
+        default_stop_file=cdc_stop_file,
     )
-    parser.add_argument(
-        "--available-now", action="store_true", help="apply what the topics hold now, then exit"
-    )
-    add_stop_file(parser)
-    args = parser.parse_args(argv)
-    try:
-        from lakehouse.cdc.stream import run_changelog
-
-        settings = get_settings()
-        run_changelog(settings, args.stop_file or cdc_stop_file(), args.available_now, say)
-    except QueryFailedError as err:
-        print(f"changelog stream failed: {err}", file=sys.stderr)
-        return Exit.FAILED
-    except (
-        ConfigError,
-        KafkaUnavailableError,
-        SparkSetupError,
-        StorageError,
-        WriterBusyError,
-    ) as err:
-        print(f"changelog stream: {err}", file=sys.stderr)
-        return Exit.CANNOT_RUN
-    say("==> changelog stream stopped")
-    return Exit.OK
 
 
 if __name__ == "__main__":

@@ -14,51 +14,23 @@ speed layer running), 2 bad arguments, 5 the query failed (a restart resumes it)
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from jobs.arguments import say
 from jobs.contract import Exit, exit_with
-from jobs.parser import OneLineParser, add_stop_file
-from lakehouse.core.config import ConfigError, get_settings
-from lakehouse.core.kafka_io import KafkaUnavailableError
-from lakehouse.core.locks import WriterBusyError
+from jobs.stream_job import run_stream_job
 from lakehouse.core.paths import speed_layer_stop_file
-from lakehouse.core.spark import SparkSetupError
-from lakehouse.core.storage import StorageError
-from lakehouse.speed.stream import QueryFailedError, run_speed_layer
+from lakehouse.speed.stream import run_speed_layer
 
 
 def main(argv: list[str]) -> Exit:
-    parser = OneLineParser(
+    return run_stream_job(
+        argv,
         prog="python -m jobs.speed_layer",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=__doc__,
+        title="speed layer",
+        run=run_speed_layer,
+        default_stop_file=speed_layer_stop_file,
     )
-    parser.add_argument(
-        "--available-now", action="store_true", help="process everything in the log now, then exit"
-    )
-    add_stop_file(parser)
-    args = parser.parse_args(argv)
-    try:
-        settings = get_settings()
-        run_speed_layer(
-            settings, args.stop_file or speed_layer_stop_file(), args.available_now, say
-        )
-    except QueryFailedError as err:
-        print(f"speed layer failed: {err}", file=sys.stderr)
-        return Exit.FAILED
-    except (
-        ConfigError,
-        KafkaUnavailableError,
-        SparkSetupError,
-        StorageError,
-        WriterBusyError,
-    ) as err:
-        print(f"speed layer: {err}", file=sys.stderr)
-        return Exit.CANNOT_RUN
-    say("==> speed layer stopped")
-    return Exit.OK
 
 
 if __name__ == "__main__":

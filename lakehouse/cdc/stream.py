@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lakehouse.cdc.capture import ensure_changelog_topics
 from lakehouse.cdc.changelog import ChangelogProcessor
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_kafka_stream
@@ -71,8 +72,12 @@ def run_changelog(
     stop = StopRequest(stop_file)
     if settings.storage.on_s3:
         ensure_bucket(settings)
-    stop.stop_file.unlink(missing_ok=True)
+    # Debezium makes a table's topic only with its first change; the query needs them all.
+    ensure_changelog_topics(settings)
     with exclusive_writer(settings, CDC):
+        # Only once the job can run: a stale request must not stop the new run, but a run that
+        # cannot start (another one holds the lock) must leave a pending request as it is.
+        stop.stop_file.unlink(missing_ok=True)
         spark = start_spark(settings, stop)
         query = start_changelog_query(spark, settings, available_now)
         say(

@@ -174,10 +174,10 @@ def run_speed_layer(
     if settings.storage.on_s3:
         ensure_bucket(settings)
     ensure_topic(settings)
-    # Only once the job can run: a stale request must not stop the new run, but a run that
-    # cannot start must leave a pending stop request as it is.
-    stop.stop_file.unlink(missing_ok=True)
     with exclusive_writer(settings, QUERY_NAME):
+        # Only once the job can run: a stale request must not stop the new run, but a run that
+        # cannot start (another one holds the lock) must leave a pending request as it is.
+        stop.stop_file.unlink(missing_ok=True)
         spark = start_spark(settings, stop)
         query = start_query(spark, settings, SpeedOutputs.live(), available_now)
         say(

@@ -256,15 +256,19 @@ def test_a_second_writer_is_refused_with_the_holders_pid(
     tmp_path: Path, kafka_up: str, run_job_here: RunJob
 ) -> None:
     """The refusal is the job's (its exit status and one line), not its process's: the job
-    runs in this process, which holds the lock as another speed layer would."""
+    runs in this process, which holds the lock as another speed layer would. The running
+    one's pending stop request is left for it."""
     from lakehouse.core.locks import exclusive_writer
 
     env = job_env(tmp_path, new_topic("busy"))
     mine = {k: v for k, v in env.items() if k.startswith("TRIBUTARY")}
+    stop = tmp_path / "stop"
+    stop.touch()
     with exclusive_writer(settings_for(env), "speed_layer"):
         result = run_job_here(
-            "jobs.speed_layer", "--available-now", "--stop-file", str(tmp_path / "stop"), **mine
+            "jobs.speed_layer", "--available-now", "--stop-file", str(stop), **mine
         )
+    assert stop.exists(), "the refused run took the running one's stop request"
     assert result.returncode == 1
     assert f"speed_layer is already running for {tmp_path / 'lake'} (pid {os.getpid()})" in (
         result.stderr

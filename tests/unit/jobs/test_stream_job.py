@@ -1,5 +1,6 @@
-"""The speed layer's --stop-file: it deletes the file at start, so only a stop file (missing or
-empty, as `touch` and the supervisor make it) is taken, and only once the job can run."""
+"""The stream jobs' (jobs.speed_layer, jobs.cdc) --stop-file: each deletes the file at start,
+so only a stop file (missing or empty, as `touch` and the supervisor make it) is taken, and
+only once the job can run."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ REPO = Path(__file__).parents[3]
 NO_BROKER = "127.0.0.1:1"  # nothing listens there: the job cannot start
 
 
-def speed_layer(run_job_here: RunJob, *args: str) -> Ran:
+# Each stream job and the name its messages give it.
+STREAM_JOBS = {"jobs.speed_layer": "speed layer", "jobs.cdc": "changelog stream"}
+
+
+def stream_job(run_job_here: RunJob, job: str, *args: str) -> Ran:
     return run_job_here(
-        "jobs.speed_layer",
+        job,
         *args,
         TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS=NO_BROKER,
         # A closed port refuses at once: no need to try for the default ten seconds.
@@ -26,6 +31,7 @@ def speed_layer(run_job_here: RunJob, *args: str) -> Ran:
     )
 
 
+@pytest.mark.parametrize("job", STREAM_JOBS)
 @pytest.mark.parametrize(
     ("name", "message"),
     [
@@ -36,25 +42,27 @@ def speed_layer(run_job_here: RunJob, *args: str) -> Ran:
     ],
 )
 def test_a_path_that_is_not_a_stop_file_is_refused_and_left_alone(
-    tmp_path: Path, name: str, message: str, run_job_here: RunJob
+    tmp_path: Path, job: str, name: str, message: str, run_job_here: RunJob
 ) -> None:
     (tmp_path / "folder").mkdir()
     precious = tmp_path / "precious.txt"
     precious.write_text("keep me\n")
-    run = speed_layer(run_job_here, "--stop-file", str(tmp_path / name))
+    run = stream_job(run_job_here, job, "--stop-file", str(tmp_path / name))
     assert run.returncode == Exit.BAD_REQUEST
     assert message in run.stderr and "Traceback" not in run.stderr
     assert precious.read_text() == "keep me\n"
 
 
+@pytest.mark.parametrize("job", STREAM_JOBS)
 def test_a_pending_stop_request_survives_a_run_that_cannot_start(
-    tmp_path: Path, run_job_here: RunJob
+    tmp_path: Path, job: str, run_job_here: RunJob
 ) -> None:
-    stop = tmp_path / "speed_layer.stop"
+    stop = tmp_path / "stream.stop"
     stop.touch()
-    run = speed_layer(run_job_here, "--stop-file", str(stop))
+    run = stream_job(run_job_here, job, "--stop-file", str(stop))
     assert run.returncode == Exit.CANNOT_RUN
-    assert run.stderr == f"speed layer: no Kafka broker at {NO_BROKER}: start it with `make up`\n"
+    title = STREAM_JOBS[job]
+    assert run.stderr == f"{title}: no Kafka broker at {NO_BROKER}: start it with `make up`\n"
     assert stop.exists()
 
 
