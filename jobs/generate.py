@@ -20,7 +20,15 @@ import secrets
 import sys
 from pathlib import Path
 
-from jobs.arguments import duration, fraction, positive_float, positive_int, start_time, topic_name
+from jobs.arguments import (
+    duration,
+    fraction,
+    positive_float,
+    positive_int,
+    start_time,
+    topic_name,
+    writable_ledger,
+)
 from jobs.contract import Exit, exit_with
 from jobs.parser import OneLineParser
 from lakehouse.core.config import ConfigError, get_settings
@@ -31,7 +39,6 @@ from lakehouse.generator.clickstream import (
     ANOMALY_PRESETS,
     check_against_settings,
     default_ledger,
-    ledger_problem,
     preset_config,
     produce,
     summary_lines,
@@ -106,13 +113,7 @@ def main(argv: list[str]) -> Exit:
         check_against_settings(cfg, settings, args.realtime)
     except ValueError as err:
         parser.error(str(err))
-    ledger = args.ledger or default_ledger(seed)
-    try:
-        problem = ledger_problem(ledger)
-    except OSError as err:
-        problem = f"cannot check the ledger {ledger}: {err.strerror or err}"
-    if problem and args.ledger:
-        parser.error(problem)
+    ledger, problem = writable_ledger(parser, args.ledger, default_ledger(seed))
     if problem:  # the default ledger: the state folder is the configuration's
         print(f"generate failed: {problem}", file=sys.stderr)
         return Exit.CANNOT_RUN

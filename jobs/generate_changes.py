@@ -22,13 +22,12 @@ import secrets
 import sys
 from pathlib import Path
 
-from jobs.arguments import duration, positive_float, positive_int, start_time
+from jobs.arguments import duration, positive_float, positive_int, start_time, writable_ledger
 from jobs.contract import Exit, exit_with, result_line
 from jobs.parser import OneLineParser
 from lakehouse.cdc.database import ShopUnavailableError
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.processes import stop_on_signals
-from lakehouse.generator.clickstream import ledger_problem
 from lakehouse.generator.shop_changes import (
     ChangeApplyError,
     ChangeConfig,
@@ -101,13 +100,7 @@ def main(argv: list[str]) -> Exit:
         )
     except ValueError as err:
         parser.error(str(err))
-    ledger = args.ledger or default_ledger(seed)
-    try:
-        problem = ledger_problem(ledger)
-    except OSError as err:
-        problem = f"cannot check the ledger {ledger}: {err.strerror or err}"
-    if problem and args.ledger:
-        parser.error(problem)
+    ledger, problem = writable_ledger(parser, args.ledger, default_ledger(seed))
     if problem:  # the default ledger: the state folder is the configuration's
         print(f"{JOB} failed: {problem}", file=sys.stderr)
         return Exit.CANNOT_RUN
