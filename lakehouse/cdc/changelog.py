@@ -77,6 +77,7 @@ class ChangelogProcessor:
         self.settings = settings
         self.checkpoint = checkpoint
         self.tables = [CAPTURED[name] for name in settings.cdc.tables]
+        self.by_topic = {captured.topic(settings.cdc): captured for captured in self.tables}
         self._app_id: str | None = None
         # The batch after the last one committed here, unless it was begun: a batch this
         # processor has not begun, right after one it committed, can have written nothing.
@@ -95,7 +96,7 @@ class ChangelogProcessor:
         app = self.app_id(spark)
         untried = self._next == batch_id and self._begun != batch_id
         self._begun = batch_id
-        parsed = batch.transform(to_raw_records).transform(parse_changes).persist()
+        parsed = batch.transform(to_raw_records).transform(parse_changes, self.by_topic).persist()
         try:
             counts = self.process(spark, parsed, app, batch_id, untried)
             row = progress_row(app, batch_id, parsed, counts, started)

@@ -35,10 +35,17 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
-from lakehouse.core.events import REASON_INVALID_UTF8, REASON_MALFORMED, REASON_MISSING
+from lakehouse.core.events import (
+    REASON_INVALID_UTF8,
+    REASON_MALFORMED,
+    REASON_MISSING,
+    REASON_WRONG_TYPE,
+)
 from lakehouse.transforms.validate import quarantine_rows
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from lakehouse.cdc.shop import CapturedTable
 
 # The envelope's fields parsing reads. A row image is kept as the JSON text it came as (a
@@ -78,6 +85,9 @@ REASONS = (
     REASON_MISSING_BEFORE,
     REASON_KEY_MISMATCH,
 )
+# After them, one per column of the record's table whose value in the row image is there but
+# is no value of the column's type ("a lot" for a price): applied, it would be a silent null.
+REASON_WRONG_TYPE_OF = REASON_WRONG_TYPE + ":{column}"
 
 # bronze.<table>_changes, in the registry's order.
 CHANGE_COLUMNS = (
@@ -111,11 +121,13 @@ def _once(df: DataFrame, parsed: Column, name: str) -> DataFrame:
     return df.select("*", F.explode(F.array(parsed)).alias(name))
 
 
-def parse_changes(raw: DataFrame) -> DataFrame:
+def parse_changes(raw: DataFrame, tables: Mapping[str, CapturedTable] | None = None) -> DataFrame:
     """Bronze rows of changelog topics (key, value, topic, partition, offset, kafka_timestamp,
     ingested_at) -> the same rows with what the envelope says (tombstone, op, lsn, tx_id,
     commit_time, snapshot, key_json, before, after) and `reasons`, the quarantine reasons in
-    REASONS order (empty for a change or a tombstone that can be applied)."""
+    REASONS order (empty for a change or a tombstone that can be applied). `tables`, topic ->
+    captured table, adds each value of a record of that topic that does not cast to its
+    column's type (REASON_WRONG_TYPE_OF, in the table's column order)."""
     text = F.expr("try_validate_utf8(value)")
     key_json = F.expr("try_validate_utf8(key)")
     decoded = raw.withColumns({"_text": text, "key_json": key_json})
@@ -139,7 +151,8 @@ def parse_changes(raw: DataFrame) -> DataFrame:
     }
     judged = parsed.withColumns(fields).withColumns(maps)
     rules = _rules(envelope)
-    reasons = F.array_compact(F.array(*(F.when(rules[r], F.lit(r)) for r in REASONS)))
+    checks = [F.when(rules[r], F.lit(r)) for r in REASONS] + _type_checks(tables or {})
+    reasons = F.array_compact(F.array(*checks))
     return judged.withColumn("reasons", reasons).drop("_text", "_envelope", *maps)
 
 
@@ -171,6 +184,22 @@ def _rules(envelope: Column) -> dict[str, Column]:
     }
 
 
+def _type_checks(tables: Mapping[str, CapturedTable]) -> list[Column]:
+    """A reason per column of each topic's table, when the record's row image holds a value
+    for it that typed_rows could not cast (the same text, the same cast)."""
+    row = F.col("_row")
+    return [
+        F.when(
+            (F.col("topic") == topic)
+            & row[column].isNotNull()
+            & row[column].try_cast(kind).isNull(),
+            F.lit(REASON_WRONG_TYPE_OF.format(column=column)),
+        )
+        for topic, captured in tables.items()
+        for column, kind in captured.columns
+    ]
+
+
 def accepted_changes(parsed: DataFrame) -> DataFrame:
     """Parsed records with no reason, tombstones included, as bronze.<table>_changes rows."""
     return parsed.where(F.size("reasons") == 0).select(*CHANGE_COLUMNS)
@@ -186,9 +215,9 @@ def quarantined_changes(parsed: DataFrame) -> DataFrame:
 def typed_rows(changes: DataFrame, table: CapturedTable) -> DataFrame:
     """`table`'s bronze changes -> row changes: the table's columns, typed, from the row
     image (`after`; `before` for a delete), and the change's op, lsn, kafka_offset,
-    commit_time, tx_id and `deletes` (true for a delete). Tombstones are left out. A value
-    that does not cast (a numeric that is no number, a timestamp that is not ISO-8601) is
-    null."""
+    commit_time, tx_id and `deletes` (true for a delete). Tombstones are left out. Every value
+    casts: parse_changes quarantined the records with one that does not, so a null here was
+    null in the database."""
     live = changes.where(~F.col("tombstone"))
     deletes = F.col("op") == DELETE
     image = F.when(deletes, F.col("before")).otherwise(F.col("after"))

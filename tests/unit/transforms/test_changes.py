@@ -288,10 +288,32 @@ def test_numerics_and_timestamps_arrive_as_text_and_are_typed(spark) -> None:
         ({"product_id": "p1"}, envelope("c", None, product("19.90"), 10)),
         ({"product_id": "p1"}, envelope("u", product("19.90"), product("a lot"), 11)),
     ]
-    rows = changes_of(spark, records, table_=PRODUCTS).orderBy("lsn").collect()
-    assert [r["price"] for r in rows] == [Decimal("19.90"), None]
+    rows = changes_of(spark, records[:1], table_=PRODUCTS).collect()
+    assert [r["price"] for r in rows] == [Decimal("19.90")]
     assert rows[0]["updated_at"] == datetime(2026, 11, 25, 10, 0, 0, 123456)
     assert (rows[0]["name"], rows[0]["category"], rows[0]["deletes"]) == ("Mug", "kitchen", False)
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("price", "a lot"), ("price", "1e400"), ("updated_at", "yesterday"), ("price", [1])],
+)
+def test_a_value_that_is_not_of_its_column_s_type_is_quarantined_not_applied_as_null(
+    spark, column: str, value: Any
+) -> None:
+    good = {"product_id": "p1", "name": "Mug", "price": "19.90", "updated_at": iso(0)}
+    bad = {**good, column: value, "name": None}  # a null in the database stays a null
+    records = [
+        ({"product_id": "p1"}, envelope("c", None, good, 10)),
+        ({"product_id": "p1"}, envelope("u", good, bad, 11)),
+        ({"product_id": "p1"}, envelope("d", bad, None, 12)),
+    ]
+    topic = "shop.public.products"
+    parsed = raw(spark, records, topic=topic).transform(parse_changes, {topic: PRODUCTS})
+    found = {r["offset"]: r["reasons"] for r in parsed.collect()}
+    assert found == {0: [], 1: [f"wrong_type:{column}"], 2: [f"wrong_type:{column}"]}
+    kept = accepted_changes(parsed).transform(typed_rows, PRODUCTS).collect()
+    assert [(r["lsn"], r["price"]) for r in kept] == [(10, Decimal("19.90"))]
 
 
 def test_a_snapshot_read_is_an_insert_and_reading_it_again_opens_no_version(spark) -> None:
