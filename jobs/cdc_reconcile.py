@@ -1,59 +1,111 @@
-"""Recompute the CDC tables from bronze and compare them with the changelog stream's.
+"""Recompute the CDC tables from bronze, compare them with the changelog stream's, record it.
 
-    python -m jobs.cdc_reconcile
+    python -m jobs.cdc_reconcile [--table users ...] [--run-id <id>]
 
-For every captured table (`cdc.tables`): its current rows and type-2 history recomputed from
-bronze.<table>_changes alone, against silver.<table>_current and silver.<table>_history, as of
-the stream's last completed batch (a key with a change still in flight is left out and
-counted). Prints one line per table and `cdc_reconcile result: {...}`.
+For every captured table (`cdc.tables`, or each --table): its current rows and type-2 history
+recomputed from bronze.<table>_changes alone, against silver.<table>_current and
+silver.<table>_history, as of the stream's last completed batch (a key with a change still in
+flight is left out and counted). Records one row per table and kind in dq.reconciliation_runs
+(run id `cdc:<id>`; a rerun with the same --run-id replaces its own rows), prints the summary
+and `cdc_reconcile result: {...}`.
 
 Exit status (jobs.contract): 0 every table equal; 1 cannot run (config, storage, Spark);
-3 nothing to compare (the stream has completed no batch); 4 a table differs (its first
-differences are printed).
+2 bad arguments (nothing written); 3 nothing to compare: the stream has completed no batch
+(nothing written); 4 a table differs (recorded; which table and kind, and its first
+differing rows, are printed last).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
-from dataclasses import asdict
+from datetime import UTC, datetime
 
 from jobs.arguments import say
 from jobs.contract import Exit, exit_with, result_line
 from jobs.parser import OneLineParser
-from lakehouse.core.config import ConfigError, get_settings
-from lakehouse.core.spark import SparkSetupError
+from lakehouse.cdc.reconcile import NothingToReconcile
+from lakehouse.core.config import ConfigError, Settings, get_settings
+from lakehouse.core.locks import WriterBusyError
+from lakehouse.core.spark import SparkSetupError, get_spark_checked
 from lakehouse.core.storage import StorageError
+from lakehouse.reconcile.changelog import compare_changelog
 
 JOB = "cdc_reconcile"
 
 
-def main(argv: list[str]) -> Exit:
-    OneLineParser(prog="python -m jobs.cdc_reconcile", description=__doc__).parse_args(argv)
-    try:
-        from lakehouse.cdc.reconcile import NothingToReconcile, reconcile_changelog
-        from lakehouse.core.spark import get_spark_checked
+class BadArguments(ValueError):
+    """Arguments the parser takes but the settings refuse; nothing is written."""
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="python -m jobs.cdc_reconcile",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_table_argument(parser)
+    parser.add_argument("--run-id", help="the run's identity in dq.* (Airflow passes its run id)")
+    return parser
+
+
+def add_table_argument(parser: argparse.ArgumentParser) -> None:
+    """Which captured tables: shared by this job and `tributary compare --cdc`."""
+    parser.add_argument(
+        "--table",
+        dest="tables",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a captured table to compare (repeatable; default: every one in cdc.tables)",
+    )
+
+
+def checked_tables(settings: Settings, tables: list[str]) -> list[str] | None:
+    """The tables asked for, each one the stream captures; None: every one."""
+    unknown = [t for t in tables if t not in settings.cdc.tables]
+    if unknown:
+        raise BadArguments(
+            f"--table {', '.join(unknown)}: not captured (cdc.tables: "
+            f"{', '.join(settings.cdc.tables)})"
+        )
+    return list(dict.fromkeys(tables)) or None
+
+
+def checked_run_id(run_id: str | None, default: str) -> str:
+    """The run's id as given, or `default` when none is."""
+    if run_id is None:
+        return default
+    if not run_id.strip():
+        raise BadArguments("--run-id is empty: give the run's identity, or leave it out")
+    return run_id
+
+
+def main(argv: list[str]) -> Exit:
+    args = build_parser().parse_args(argv)
+    try:
         settings = get_settings()
+        tables = checked_tables(settings, args.tables)
+        now = datetime.now(UTC)
+        run_id = checked_run_id(args.run_id, f"manual:{now:%Y%m%dT%H%M%S}")
         spark = get_spark_checked(JOB, settings)
-        try:
-            tables = reconcile_changelog(spark, settings)
-        except NothingToReconcile as err:
-            print(f"{JOB}: {err}: nothing compared", file=sys.stderr)
-            return Exit.NOTHING_TO_DO
-    except (ConfigError, SparkSetupError, StorageError) as err:
+        compared = compare_changelog(spark, settings, run_id, now, tables)
+    except BadArguments as err:
+        print(f"{JOB}: {err}; nothing written", file=sys.stderr)
+        return Exit.BAD_REQUEST
+    except NothingToReconcile as err:
+        print(f"{JOB}: {err}: nothing compared, nothing written", file=sys.stderr)
+        return Exit.NOTHING_TO_DO
+    except (ConfigError, SparkSetupError, StorageError, WriterBusyError) as err:
         print(f"{JOB}: {err}", file=sys.stderr)
         return Exit.CANNOT_RUN
-    for t in tables:
-        verdict = "equal" if t.equal else "DIFFERENT"
-        say(
-            f"==> {t.table}: {verdict} as of batch {t.batch_id}: {t.compared_keys} keys compared, "
-            f"{t.in_flight_keys} in flight, {t.current_differences} current rows and "
-            f"{t.history_differences} versions differ"
-        )
-        for example in t.examples:
-            say(f"    {example}")
-    say(result_line(JOB, {"tables": [asdict(t) for t in tables]}))
-    return Exit.OK if all(t.equal for t in tables) else Exit.CHECKS_FAILED
+    result = compared.result()
+    say(compared.summary())
+    say(result_line(JOB, result))
+    if not compared.passed:
+        print("\n".join([result["verdict"], *result["failures"]]), file=sys.stderr, flush=True)
+        return Exit.CHECKS_FAILED
+    return Exit.OK
 
 
 if __name__ == "__main__":

@@ -10,13 +10,21 @@ them. So the stream's tables are read first (each at one version) and bronze aft
 holds every change they hold. A key with a change beyond the stream's last completed batch
 (ops.cdc_progress: the next offset of each topic partition) is in flight and left out of this
 comparison; every other key must be equal in both, row for row.
+
+Each kind is compared by its rows' identity: a current row by the table's key, a version by
+the key and the LSN of the change that opened it. A row is compared when either side has it;
+it differs when one side lacks it or has other values. Nothing explains a difference: the
+recompute and the stream apply the same changes by the same rules.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from lakehouse.cdc.changelog import PROGRESS, changes_table, current_table, history_table
@@ -34,7 +42,11 @@ from lakehouse.transforms.changes import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-EXAMPLES = 5
+EXAMPLES = 5  # differing rows described per table and kind
+CURRENT, HISTORY = "current", "history"
+KINDS = (CURRENT, HISTORY)
+RECOMPUTE, STREAM = "the recompute", "the stream"  # the sides, as examples name them
+SHOWN_COLUMNS = 3  # differing columns an example names; the rest are counted
 
 
 class NothingToReconcile(Exception):
@@ -42,28 +54,65 @@ class NothingToReconcile(Exception):
 
 
 @dataclass(frozen=True)
+class KindComparison:
+    """One kind of rows of one table (its current rows, or its history) on both sides."""
+
+    kind: str  # current or history
+    compared: int  # rows either side has (current: keys; history: versions)
+    differing: int  # of those, rows one side lacks or holds with other values
+    examples: list[str] = field(default_factory=list)  # the first differing rows, described
+
+    @property
+    def equal(self) -> int:
+        return self.compared - self.differing
+
+
+@dataclass(frozen=True)
 class TableReconciliation:
-    """One captured table: the keys compared, those left out, and every difference found."""
+    """One captured table: both kinds compared, and the keys left out as in flight."""
 
     table: str
-    batch_id: int  # the stream's last completed batch the comparison is as of
-    compared_keys: int
     in_flight_keys: int
-    current_differences: int  # keys whose current row is missing, extra or not the same
-    history_differences: int  # versions missing, extra or not the same
-    examples: list[dict[str, Any]] = field(default_factory=list)
+    current: KindComparison
+    history: KindComparison
+    note: str | None = None  # why nothing was compared, if so
+
+    @property
+    def kinds(self) -> tuple[KindComparison, KindComparison]:
+        return (self.current, self.history)
 
     @property
     def equal(self) -> bool:
-        return self.current_differences == 0 and self.history_differences == 0
+        return not any(k.differing for k in self.kinds)
 
 
-def reconcile_changelog(spark: SparkSession, settings: Settings) -> list[TableReconciliation]:
-    """Every captured table's stream output against its recompute from bronze."""
+@dataclass(frozen=True)
+class ChangelogReconciliation:
+    """Every captured table compared as of one completed batch of the changelog stream."""
+
+    batch_id: int  # the stream's last completed batch
+    processed_at: datetime  # when that batch completed
+    tables: list[TableReconciliation]
+
+    @property
+    def equal(self) -> bool:
+        return all(t.equal for t in self.tables)
+
+
+def reconcile_changelog(
+    spark: SparkSession, settings: Settings, tables: Sequence[str] | None = None
+) -> ChangelogReconciliation:
+    """`tables` (default: every captured one, cdc.tables) of the stream against their
+    recompute from bronze."""
     progress = last_progress(spark, settings)
-    return [
-        reconcile_table(spark, settings, CAPTURED[name], progress) for name in settings.cdc.tables
-    ]
+    return ChangelogReconciliation(
+        batch_id=progress["batch_id"],
+        processed_at=progress["processed_at"],
+        tables=[
+            reconcile_table(spark, settings, CAPTURED[name], progress["offsets"])
+            for name in (tables or settings.cdc.tables)
+        ],
+    )
 
 
 def last_progress(spark: SparkSession, settings: Settings) -> dict[str, Any]:
@@ -73,64 +122,71 @@ def last_progress(spark: SparkSession, settings: Settings) -> dict[str, Any]:
         raise NothingToReconcile("the changelog stream has completed no batch yet")
     rows = read_table(spark, PROGRESS, settings)
     newest = rows.orderBy(F.desc("processed_at")).first()
-    assert newest is not None, "a progress table holds the rows of completed batches"
+    if newest is None:
+        raise NothingToReconcile("the changelog stream has completed no batch yet")
     mine = rows.where(F.col("app_id") == newest["app_id"])
     ends = mine.select(F.explode("offsets")).groupBy("key").agg(F.max("value").alias("next"))
     offsets = {r["key"]: int(r["next"]) for r in ends.collect()}
-    return {"batch_id": newest["batch_id"], "offsets": offsets}
+    return {
+        "batch_id": newest["batch_id"],
+        "processed_at": newest["processed_at"],
+        "offsets": offsets,
+    }
 
 
 def reconcile_table(
-    spark: SparkSession, settings: Settings, captured: CapturedTable, progress: dict[str, Any]
+    spark: SparkSession, settings: Settings, captured: CapturedTable, offsets: dict[str, int]
 ) -> TableReconciliation:
     # The stream's tables first, each at one version; bronze after (see the module's rule).
     stream_current = pinned(spark, settings, current_table(captured))
     stream_history = pinned(spark, settings, history_table(captured))
     bronze = pinned(spark, settings, changes_table(captured))
     if bronze is None or stream_current is None or stream_history is None:
-        return TableReconciliation(captured.name, progress["batch_id"], 0, 0, 0, 0)
-    ends = progress["offsets"] or {}
-    next_offset = F.coalesce(
-        F.element_at(
-            F.create_map(*[F.lit(x) for pair in ends.items() for x in pair]),
-            F.concat_ws(":", "topic", F.col("partition").cast("string")),
+        return TableReconciliation(
+            captured.name,
+            0,
+            KindComparison(CURRENT, 0, 0),
+            KindComparison(HISTORY, 0, 0),
+            note="no changes captured yet",
         )
-        if ends
-        else F.lit(None),
-        F.lit(0),
-    )
-    rows = typed_rows(bronze.withColumn("_beyond", F.col("offset") >= next_offset), captured)
-    keys = list(captured.key)
-    in_flight = rows.where("_beyond").select(*keys).distinct()
-    settled = rows.where(~F.col("_beyond")).drop("_beyond").join(in_flight, keys, "left_anti")
+    rows = typed_rows(
+        bronze.withColumn("_beyond", F.col("offset") >= next_offset(offsets)), captured
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        keys = list(captured.key)
+        in_flight = rows.where("_beyond").select(*keys).distinct()
+        settled = rows.where(~F.col("_beyond")).drop("_beyond").join(in_flight, keys, "left_anti")
 
-    def left_out(df: DataFrame) -> DataFrame:
-        return df.join(in_flight, keys, "left_anti")
+        def left_out(df: DataFrame) -> DataFrame:
+            return df.join(in_flight, keys, "left_anti")
 
-    current_columns = [*captured.column_names, *CURRENT_SOURCE_COLUMNS]
-    history_columns = [*captured.column_names, *VERSION_COLUMNS]
-    current_diff = differences(
-        current_rows(settled, captured).select(*current_columns),
-        left_out(stream_current).select(*current_columns),
-    )
-    history_diff = differences(
-        history_rows(settled, captured).select(*history_columns),
-        left_out(stream_history).select(*history_columns),
-    )
-    examples = [
-        {"table": kind, "in": row["_side"], **{k: str(v) for k, v in row.asDict().items()}}
-        for kind, diff in (("current", current_diff), ("history", history_diff))
-        for row in diff.limit(EXAMPLES).collect()
-    ]
-    return TableReconciliation(
-        table=captured.name,
-        batch_id=progress["batch_id"],
-        compared_keys=settled.select(*keys).distinct().count(),
-        in_flight_keys=in_flight.count(),
-        current_differences=current_diff.select(*keys).distinct().count(),
-        history_differences=history_diff.count(),
-        examples=examples,
-    )
+        current_columns = [*captured.column_names, *CURRENT_SOURCE_COLUMNS]
+        history_columns = [*captured.column_names, *VERSION_COLUMNS]
+        current = compare_rows(
+            CURRENT,
+            current_rows(settled, captured).select(*current_columns),
+            left_out(stream_current).select(*current_columns),
+            keys,
+        )
+        history = compare_rows(
+            HISTORY,
+            history_rows(settled, captured).select(*history_columns),
+            left_out(stream_history).select(*history_columns),
+            [*keys, "lsn"],
+        )
+        return TableReconciliation(captured.name, in_flight.count(), current, history)
+    finally:
+        rows.unpersist()
+
+
+def next_offset(offsets: dict[str, int]) -> Any:
+    """The column: the next offset the stream's batches had reached in the row's partition
+    (`topic:partition`); 0, everything beyond, for a partition they never read."""
+    if not offsets:
+        return F.lit(0)
+    ends = F.create_map(*[F.lit(x) for pair in offsets.items() for x in pair])
+    position = F.concat_ws(":", "topic", F.col("partition").cast("string"))
+    return F.coalesce(F.element_at(ends, position), F.lit(0))
 
 
 def pinned(spark: SparkSession, settings: Settings, table: Any) -> DataFrame | None:
@@ -138,11 +194,70 @@ def pinned(spark: SparkSession, settings: Settings, table: Any) -> DataFrame | N
     return read_table_at(spark, table, settings, table_version(spark, table, settings))
 
 
-def differences(batch: DataFrame, stream: DataFrame) -> DataFrame:
-    """Rows one side has and the other lacks (as many times as it has them more), with
-    `_side` naming the side that has it."""
-    return (
-        batch.exceptAll(stream)
-        .withColumn("_side", F.lit("batch only"))
-        .unionByName(stream.exceptAll(batch).withColumn("_side", F.lit("stream only")))
-    )
+def compare_rows(
+    kind: str, recomputed: DataFrame, stream: DataFrame, identity: Sequence[str]
+) -> KindComparison:
+    """Both sides' rows of one kind, by `identity`: how many either side has, how many differ,
+    and the first differing ones described (in identity order) from both sides' rows."""
+    ids = list(identity)
+    differing_ids = differences(recomputed, stream).select(*ids).distinct()
+    differing_ids.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        compared = recomputed.select(*ids).union(stream.select(*ids)).distinct().count()
+        differing = differing_ids.count()
+        first = differing_ids.orderBy(*ids).limit(EXAMPLES)
+        ours = recomputed.join(first, ids, "left_semi").collect()
+        theirs = stream.join(first, ids, "left_semi").collect()
+    finally:
+        differing_ids.unpersist()
+    return KindComparison(kind, compared, differing, describe_differences(ours, theirs, ids))
+
+
+def differences(recomputed: DataFrame, stream: DataFrame) -> DataFrame:
+    """Rows one side has and the other lacks (as many times as it has them more)."""
+    return recomputed.exceptAll(stream).unionByName(stream.exceptAll(recomputed))
+
+
+def describe_differences(
+    recomputed: Sequence[Any], stream: Sequence[Any], identity: Sequence[str]
+) -> list[str]:
+    """One line per identity, from its rows on each side, in identity order:
+    `user_id=u1: segment vip in the recompute, lost in the stream`."""
+    grouped: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = {}
+    for rows, side in ((recomputed, RECOMPUTE), (stream, STREAM)):
+        for row in rows:
+            values = row.asDict()
+            key = tuple(values[k] for k in identity)
+            grouped.setdefault(key, {RECOMPUTE: [], STREAM: []})[side].append(values)
+    lines = []
+    for key in sorted(grouped, key=lambda k: tuple((v is None, "" if v is None else v) for v in k)):
+        sides = grouped[key]
+        name = " ".join(f"{k}={show(v)}" for k, v in zip(identity, key, strict=True))
+        lines.append(f"{name}: {describe_sides(sides[RECOMPUTE], sides[STREAM])}")
+    return lines
+
+
+def describe_sides(recomputed: list[dict[str, Any]], stream: list[dict[str, Any]]) -> str:
+    """How the rows one identity has on each side differ: one side lacks it, a side has it
+    more than once, or the columns whose values differ."""
+    for rows, side in ((recomputed, RECOMPUTE), (stream, STREAM)):
+        if len(rows) == len(recomputed) + len(stream):
+            return f"only in {side}" + (f" ({len(rows)} rows)" if len(rows) > 1 else "")
+    if len(recomputed) > 1 or len(stream) > 1:
+        return f"{len(recomputed)} row(s) in {RECOMPUTE}, {len(stream)} in {STREAM}"
+    [ours], [theirs] = recomputed, stream
+    changed = [c for c in ours if ours[c] != theirs[c]]
+    named = [
+        f"{c} {show(ours[c])} in {RECOMPUTE}, {show(theirs[c])} in {STREAM}"
+        for c in changed[:SHOWN_COLUMNS]
+    ]
+    more = len(changed) - SHOWN_COLUMNS
+    return "; ".join(named) + (f"; {more} more column(s) differ" if more > 0 else "")
+
+
+def show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ").replace(".000000Z", "Z")
+    return str(value)
