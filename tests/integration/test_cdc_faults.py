@@ -1,39 +1,35 @@
-# PENDING (not collected: its name is not test_*.py). Written against the real services; its
-# Connect kill -9 test passed once the progress count of a change delivered twice was fixed,
-# its PostgreSQL restart test needs the fast shutdown now in infra/services/postgres.py, and
-# its kill -9 of the changelog job has not run yet. Rename it to test_cdc_faults.py once it
-# passes, in a worker group of its own (it restarts services other modules use).
 """The change data capture path's faults on the real services, each ending with nothing lost
 and nothing applied twice: Kafka Connect killed with kill -9 while the generator writes (after
 its restart Debezium may deliver again what it had not confirmed: bronze may hold a change
 twice, current and history never), PostgreSQL restarted under a running connector, and the
 changelog job killed with kill -9 in the middle of a batch. Each test captures through a
-connector of its own (tests/integration/cdc_capture.py); the services are the test run's."""
+connector of its own (tests/integration/cdc_capture.py), on a PostgreSQL and a Kafka Connect
+of this module's own (tests/integration/private_cdc_services.py): the other CDC modules use
+the test run's pair meanwhile, which these faults never touch."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from infra.services.base import Context
-from infra.services.connect import Connect
-from infra.services.postgres import Postgres
 from jobs.contract import Exit
 from lakehouse.cdc.changelog import PROGRESS, current_table, history_table
 from lakehouse.cdc.connector import wait_until_running
 from lakehouse.cdc.shop import CAPTURED
 from lakehouse.core.config import CdcSettings, Settings, get_settings
-from lakehouse.core.paths import state_dir
 from lakehouse.core.processes import port_open
 from tests.delta_files import commits
 from tests.integration.cdc_capture import (
@@ -47,6 +43,7 @@ from tests.integration.cdc_capture import (
     table_rows,
     wait_until_published,
 )
+from tests.integration.private_cdc_services import CdcPair, private_cdc_pair
 from tests.jobs_in_process import RunJob
 
 REPO = Path(__file__).parents[2]
@@ -57,15 +54,17 @@ def prefix() -> str:
     return new_key_prefix()
 
 
+@pytest.fixture(scope="module")
+def pair(kafka_up: str) -> Iterator[CdcPair]:
+    with private_cdc_pair(get_settings(), "cdc-faults") as started:
+        yield started
+
+
 @pytest.fixture
-def capture(minio_settings: Settings, connect_up: str, prefix: str) -> Iterator[CdcSettings]:
-    with own_capture(minio_settings.cdc, prefix) as own:
+def capture(pair: CdcPair, prefix: str) -> Iterator[CdcSettings]:
+    pair.ensure_up()
+    with own_capture(pair.cdc, prefix) as own:
         yield own
-
-
-def services() -> Context:
-    """The test run's services, as `python -m infra.test_env ... infra.services` runs them."""
-    return Context(settings=get_settings(), state=state_dir())
 
 
 def run_stream(run_job_here: RunJob, env: dict[str, str], lake: Path) -> None:
@@ -109,8 +108,24 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str, every: float 
         time.sleep(every)
 
 
+def committed_lsn(cdc: CdcSettings) -> int:
+    """The source LSN Kafka Connect has committed for the connector (its offsets endpoint);
+    0 before its first commit."""
+    url = f"{cdc.connect_url}/connectors/{urllib.parse.quote(cdc.connector_name)}/offsets"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        offsets = json.load(response).get("offsets", [])
+    return max((int(o["offset"].get("lsn", 0)) for o in offsets), default=0)
+
+
+def ledger_lsn(ledger: Path, change: int) -> int | None:
+    """The LSN of the ledger's `change`-th change (from 1), once it is written."""
+    lines = ledger.read_text().splitlines() if ledger.exists() else []
+    return int(json.loads(lines[change - 1])["lsn"]) if len(lines) >= change else None
+
+
 def test_connect_killed_mid_stream_loses_nothing_and_applies_nothing_twice(
     minio_settings: Settings,
+    pair: CdcPair,
     capture: CdcSettings,
     prefix: str,
     run_job_here: RunJob,
@@ -118,14 +133,21 @@ def test_connect_killed_mid_stream_loses_nothing_and_applies_nothing_twice(
 ) -> None:
     writing = Writing(capture, prefix, tmp_path / "changes.jsonl", count=240, seed=51, rate=40.0)
     wait_for(lambda: writing.written() >= 80, 60, "the generator's first changes")
-    connect = Connect(services())
+    # Mid-stream: after Connect has committed offsets past the first changes, so the restart
+    # resumes from them. A connector killed before its first commit has no offset: Debezium
+    # snapshots the tables again (snapshot.mode=initial), and the changes between what it had
+    # published and the new snapshot reach the topics only as the snapshot's rows.
+    twentieth = ledger_lsn(writing.ledger, 20)
+    assert twentieth is not None
+    wait_for(lambda: committed_lsn(capture) >= twentieth, 60, "Connect's offsets past change 20")
+    connect = pair.connect
     pid = connect.proc("connect").pid()
-    assert pid is not None, "Kafka Connect runs as a service of the test run"
+    assert pid is not None, "the module's Kafka Connect runs"
     os.killpg(pid, signal.SIGKILL)  # the worker is its process group's leader
     # The worker's main thread is reaped before its other threads let go of the REST port.
-    svc = services().settings.services
+    svc = pair.ctx.settings.services
 
-    def gone():
+    def gone() -> bool:
         return connect.proc("connect").pid() is None and not port_open(
             svc.bind_host, svc.connect_port
         )
@@ -148,6 +170,7 @@ def test_connect_killed_mid_stream_loses_nothing_and_applies_nothing_twice(
 
 def test_postgres_restarted_under_the_connector_the_next_changes_still_arrive(
     minio_settings: Settings,
+    pair: CdcPair,
     capture: CdcSettings,
     prefix: str,
     run_job_here: RunJob,
@@ -155,7 +178,7 @@ def test_postgres_restarted_under_the_connector_the_next_changes_still_arrive(
 ) -> None:
     before = generate(capture, prefix, tmp_path / "before.jsonl", 30, seed=61)
     wait_until_published(minio_settings, capture, prefix, before)
-    postgres = Postgres(services())
+    postgres = pair.postgres
     postgres.stop()
     postgres.start()
     after = generate(capture, prefix, tmp_path / "after.jsonl", 30, seed=62)
@@ -227,7 +250,8 @@ def test_the_changelog_job_killed_mid_batch_and_restarted_changes_no_result(
     proc = start_job(env, log, tmp_path / "killed-job.stop")
     try:
         deadline = time.monotonic() + 240
-        while not half_written() and proc.poll() is None and time.monotonic() < deadline:
+        while not (found := half_written()) and proc.poll() is None:
+            assert time.monotonic() < deadline, "no batch half written: " + log.read_text()[-3000:]
             time.sleep(0.02)
         assert proc.poll() is None, "it ended before the kill: " + log.read_text()[-3000:]
         os.killpg(proc.pid, signal.SIGKILL)
