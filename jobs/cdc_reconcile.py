@@ -25,17 +25,18 @@ from jobs.arguments import say
 from jobs.contract import Exit, exit_with, result_line
 from jobs.parser import OneLineParser
 from lakehouse.cdc.reconcile import NothingToReconcile
-from lakehouse.core.config import ConfigError, Settings, get_settings
+from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError
 from lakehouse.core.spark import SparkSetupError, get_spark_checked
 from lakehouse.core.storage import StorageError
-from lakehouse.reconcile.changelog import compare_changelog
+from lakehouse.reconcile.changelog_request import (
+    BadChangelogRequest,
+    checked_run_id,
+    checked_tables,
+    compare_changelog,
+)
 
 JOB = "cdc_reconcile"
-
-
-class BadArguments(ValueError):
-    """Arguments the parser takes but the settings refuse; nothing is written."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,13 +45,6 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_table_argument(parser)
-    parser.add_argument("--run-id", help="the run's identity in dq.* (Airflow passes its run id)")
-    return parser
-
-
-def add_table_argument(parser: argparse.ArgumentParser) -> None:
-    """Which captured tables: shared by this job and `tributary compare --cdc`."""
     parser.add_argument(
         "--table",
         dest="tables",
@@ -59,26 +53,8 @@ def add_table_argument(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="a captured table to compare (repeatable; default: every one in cdc.tables)",
     )
-
-
-def checked_tables(settings: Settings, tables: list[str]) -> list[str] | None:
-    """The tables asked for, each one the stream captures; None: every one."""
-    unknown = [t for t in tables if t not in settings.cdc.tables]
-    if unknown:
-        raise BadArguments(
-            f"--table {', '.join(unknown)}: not captured (cdc.tables: "
-            f"{', '.join(settings.cdc.tables)})"
-        )
-    return list(dict.fromkeys(tables)) or None
-
-
-def checked_run_id(run_id: str | None, default: str) -> str:
-    """The run's id as given, or `default` when none is."""
-    if run_id is None:
-        return default
-    if not run_id.strip():
-        raise BadArguments("--run-id is empty: give the run's identity, or leave it out")
-    return run_id
+    parser.add_argument("--run-id", help="the run's identity in dq.* (Airflow passes its run id)")
+    return parser
 
 
 def main(argv: list[str]) -> Exit:
@@ -90,7 +66,7 @@ def main(argv: list[str]) -> Exit:
         run_id = checked_run_id(args.run_id, f"manual:{now:%Y%m%dT%H%M%S}")
         spark = get_spark_checked(JOB, settings)
         compared = compare_changelog(spark, settings, run_id, now, tables)
-    except BadArguments as err:
+    except BadChangelogRequest as err:
         print(f"{JOB}: {err}; nothing written", file=sys.stderr)
         return Exit.BAD_REQUEST
     except NothingToReconcile as err:

@@ -3,6 +3,7 @@
     tributary query event_counts_1m --from 2026-11-25T10:00Z --to 2026-11-25T12:00Z
     tributary sql "SELECT event_type, sum(events) FROM serving_event_counts_1m GROUP BY 1"
     tributary compare --left batch --right speed [--view ...] [--from ...] [--record]
+    tributary compare --cdc [--table users ...] [--record]   (the captured tables)
     tributary migrate-bronze [--table NAME ...]    (jobs/migrate_bronze.py)
 
 `make setup` installs the `tributary` command in the venv (`.venv/bin/tributary`, or plain
@@ -21,6 +22,7 @@ from jobs.arguments import (
     iso_moment,
     positive_int,
 )
+from jobs.cli_cdc import compare_captured
 from jobs.cli_commands import compare, migrate, query, sql
 from jobs.contract import Exit, exit_with
 from jobs.parser import OneLineParser
@@ -59,7 +61,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--record", action="store_true", help="also record the run in dq.* (as the job does)"
     )
     c.add_argument("--run-id", help="with --record: the run's identity in dq.*")
-    c.set_defaults(run=compare)
+    c.add_argument(
+        "--cdc",
+        action="store_true",
+        help="compare the captured tables instead: each one's current rows and history "
+        "recomputed from bronze vs the changelog stream's, as of its last batch",
+    )
+    c.add_argument(
+        "--table",
+        dest="tables",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --cdc: a captured table to compare (repeatable; default: every one)",
+    )
+    c.set_defaults(run=compare_views_or_tables)
     m = commands.add_parser(
         "migrate-bronze",
         help="rewrite bronze tables holding key/value as strings to hold bytes, checked",
@@ -67,6 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_migration_arguments(m)
     m.set_defaults(run=migrate)
     return parser
+
+
+def compare_views_or_tables(args: argparse.Namespace) -> Exit:
+    """`compare`: the views, window by window; with --cdc, the captured tables."""
+    if args.cdc:
+        return compare_captured(args)
+    if args.tables:
+        print("tributary compare: --table goes with --cdc; nothing written", file=sys.stderr)
+        return Exit.BAD_REQUEST
+    return compare(args)
 
 
 def main(argv: list[str]) -> Exit:

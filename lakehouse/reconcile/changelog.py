@@ -20,8 +20,6 @@ replace their rows by run id); the rows are written under the reconcile writer's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -176,45 +174,6 @@ def result(rec: ChangelogReconciliation, run_id: str, recorded: bool) -> dict[st
             for t in rec.tables
         },
     }
-
-
-@dataclass(frozen=True)
-class ChangelogCompared:
-    reconciliation: ChangelogReconciliation
-    run_id: str
-    recorded: bool
-
-    @property
-    def passed(self) -> bool:
-        return self.reconciliation.equal
-
-    def summary(self) -> str:
-        return summary_text(self.reconciliation, self.run_id)
-
-    def result(self) -> dict[str, Any]:
-        return result(self.reconciliation, self.run_id, self.recorded)
-
-
-def compare_changelog(
-    spark: SparkSession,
-    settings: Settings,
-    run_id: str,
-    started_at: datetime,
-    tables: Sequence[str] | None = None,
-    record: bool = True,
-) -> ChangelogCompared:
-    """Compare the captured tables and, with `record`, write their rows: the comparison runs
-    without the reconcile writer's lock, the write waits for it (another reconciliation
-    finishes in minutes)."""
-    from lakehouse.cdc.reconcile import reconcile_changelog
-    from lakehouse.core.locks import exclusive_writer
-    from lakehouse.reconcile.request import LOCK_WAIT_SECONDS
-
-    rec = reconcile_changelog(spark, settings, tables)
-    if record:
-        with exclusive_writer(settings, RECONCILE, wait_seconds=LOCK_WAIT_SECONDS):
-            write_records(spark, settings, rec, run_id, started_at)
-    return ChangelogCompared(rec, run_id, record)
 
 
 def _when(moment: datetime) -> str:

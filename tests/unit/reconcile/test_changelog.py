@@ -14,7 +14,8 @@ from pyspark.sql import functions as F
 
 from lakehouse.core.delta_io import append_once, read_table, small_frame
 from lakehouse.core.paths import STATE_ENV
-from lakehouse.reconcile.changelog import RUNS, compare_changelog
+from lakehouse.reconcile.changelog import RUNS
+from lakehouse.reconcile.changelog_request import compare_changelog
 from tests.captured_lakehouse import BATCH_ID, T0, build_users, spoil_segment
 from tests.lakehouses import copied, local_lakehouse, moved_to
 
