@@ -32,7 +32,13 @@ Every 5 minutes (one run at a time) this DAG:
 4. **check_lag**: the stream is *stale* when no batch came for `speed.stale_after_seconds`
    while the changelog topics hold records it has not read → it is **restarted** and the task
    fails saying so; otherwise one line with its newest batch and lag.
-5. **snapshot**: only with a `table`: adds it to the connector's tables and asks Debezium for
+5. **reconcile** (beside check_lag): every captured table's current rows and history
+   recomputed from its bronze changes (`python -m jobs.cdc_reconcile`) and compared row for
+   row with the stream's, as of its last completed batch (keys with a change in flight left
+   out); one row per table and kind in `dq.reconciliation_runs` (run id `cdc:<run id>`).
+   **Fails** naming each table and kind that differs and its first differing keys; skipped
+   while the stream has completed no batch.
+6. **snapshot**: only with a `table`: adds it to the connector's tables and asks Debezium for
    an incremental snapshot of it (a signal row in `debezium_signal`); its rows go to its topic
    while changes keep streaming.
 
@@ -55,7 +61,8 @@ that does not exist or has no primary key is refused with one line, and nothing 
     catchup=False,
     max_active_runs=1,
     tags=["tributary", "cdc"],
-    description="Keeps the connector and the changelog stream running; snapshots a new table",
+    description="Keeps the connector and the changelog stream running, reconciles its tables "
+    "with their recompute from bronze; snapshots a new table",
     doc_md=DOC,
     default_args={"retries": 0, "retry_policy": retry_policy()},
     params={
@@ -115,11 +122,21 @@ def cdc() -> None:
 
         return cdc_tasks.check_changelog(done)
 
+    # A Spark job of its own (a minute or so); its write may wait for another reconciliation.
+    @task(execution_timeout=timedelta(minutes=20))
+    def reconcile(_done: Mapping[str, Any]) -> dict[str, Any]:
+        from dags.support import cdc_tasks
+
+        return cdc_tasks.reconcile_changelog(get_current_context())
+
     # TaskFlow passes the XComs at run time; mypy sees the XComArg placeholders.
     form = check_form()
     running = connector(form)  # type: ignore[arg-type]
     snapshot(form, running)  # type: ignore[arg-type]
-    check_lag(supervise(form, running))  # type: ignore[arg-type]
+    supervised = supervise(form, running)  # type: ignore[arg-type]
+    check_lag(supervised)  # type: ignore[arg-type]
+    # What the stream wrote is judged whatever its lag: beside check_lag, not after it.
+    reconcile(supervised)  # type: ignore[arg-type]
 
 
 cdc()

@@ -1,16 +1,19 @@
 """The cdc DAG's tasks' logic (dags/cdc.py holds only the DAG): the connector kept running
-through Connect's REST API, the changelog stream kept running and judged, and a table added
-on request with an incremental snapshot. Each takes the context Airflow gives the task, so
-tests call them in-process."""
+through Connect's REST API, the changelog stream kept running and judged, its tables
+reconciled with their recompute from bronze, and a table added on request with an incremental
+snapshot. Each takes the context Airflow gives the task, so tests call them in-process."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .failure import Refused, TaskFailed
 from .streams import apply_stream_action, check_stream_health
+
+if TYPE_CHECKING:
+    from .job_runner import RunJob
 
 log = logging.getLogger("tributary.dags.cdc")
 
@@ -90,3 +93,24 @@ def check_changelog(done: Mapping[str, Any]) -> dict[str, Any]:
     from lakehouse.core.config import get_settings
 
     return check_stream_health(ChangelogSupervisor(get_settings()), done)
+
+
+def reconcile_changelog(context: Mapping[str, Any], run: RunJob | None = None) -> dict[str, Any]:
+    """jobs.cdc_reconcile under the run's id: every captured table's current rows and history
+    recomputed from bronze against the stream's, recorded in dq.reconciliation_runs. Fails
+    naming each table and kind that differs (not retried: the same tables differ again);
+    skipped while the stream has completed no batch. `run`: tests run the job in-process."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from jobs.contract import Exit
+
+    from .job_runner import run_job
+
+    outcome = (run or run_job)("jobs.cdc_reconcile", ["--run-id", str(context["run_id"])], log.info)
+    if outcome.returncode == Exit.NOTHING_TO_DO:
+        raise AirflowSkipException(outcome.reason())
+    result = outcome.summary("cdc_reconcile", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
+    if outcome.returncode == Exit.CHECKS_FAILED:
+        raise Refused("\n".join([result["verdict"], *result["failures"]]))
+    log.info("%s", result["verdict"])
+    return result

@@ -2,7 +2,9 @@
 PostgreSQL: the database's catalog is faked where a table is checked, and Connect's REST calls
 are recorded (none may be made where the run is refused). A table asked for that does not exist
 or has no primary key fails the run at its first task, with one line, and nothing changes; a
-FAILED connector is restarted through the REST API. tests/integration/test_cdc_dag.py runs the
+FAILED connector is restarted through the REST API. The reconcile task runs jobs.cdc_reconcile
+(in-process) on a lakehouse built in code: a table the stream got wrong fails it naming the table
+and kind, equal tables pass, no batch yet skips it. tests/integration/test_cdc_dag.py runs the
 DAG on the real services."""
 
 from __future__ import annotations
@@ -93,8 +95,11 @@ def test_the_dag_runs_every_few_minutes_one_run_at_a_time(cdc: DagFile) -> None:
         "snapshot",
         "supervise",
         "check_lag",
+        "reconcile",
     }
     assert dag.get_task("check_lag").upstream_task_ids == {"supervise"}
+    # What the stream wrote is judged whatever its lag.
+    assert dag.get_task("reconcile").upstream_task_ids == {"supervise"}
     assert dag.get_task("snapshot").upstream_task_ids == {"check_form", "connector"}
     assert set(dag.params) == {"action", "table"}
 
@@ -243,3 +248,49 @@ def test_a_stop_holds_the_changelog_stream_down_and_skips_the_lag_check(state: P
     supervisor = ChangelogSupervisor(get_settings())
     assert supervisor.held() and not supervisor.status().running
     assert supervisor.proc.pid_file.name == "cdc.pid" and supervisor.stop_file.name == "cdc.stop"
+
+
+def test_a_table_the_stream_got_wrong_fails_the_reconcile_task_naming_it(
+    cdc: DagFile, spark, jobs_here, tmp_path: Path
+) -> None:
+    from dags.support import cdc_tasks
+    from dags.support.failure import Refused
+    from tests.captured_lakehouse import build_users, spoil_segment
+
+    spoil_segment(spark, build_users(spark, tmp_path), "u1", "lost")
+    context = cdc.context("reconcile")
+    with pytest.raises(Refused) as refused:
+        cdc_tasks.reconcile_changelog(context, run=jobs_here)
+    lines = str(refused.value).splitlines()
+    assert lines[0].startswith("CDC reconciliation failed, as of changelog batch 7")
+    assert lines[1:] == [
+        "users_current: 1 of 2 keys differ (first: user_id=u1: segment vip in the recompute, "
+        "lost in the stream)"
+    ]
+
+
+def test_equal_tables_pass_the_reconcile_task_recorded_under_the_run_s_id(
+    cdc: DagFile, spark, jobs_here, tmp_path: Path
+) -> None:
+    from dags.support import cdc_tasks
+    from lakehouse.core.delta_io import read_table
+    from lakehouse.reconcile.changelog import RUNS
+    from tests.captured_lakehouse import build_users
+
+    settings = build_users(spark, tmp_path)
+    context = cdc.context("reconcile")
+    result = cdc_tasks.reconcile_changelog(context, run=jobs_here)
+    assert result["passed"] and result["run_id"] == f"cdc:{context['run_id']}"
+    runs = {r["run_id"] for r in read_table(spark, RUNS, settings).collect()}
+    assert runs == {f"cdc:{context['run_id']}"}
+
+
+def test_before_the_stream_s_first_batch_the_reconcile_task_is_skipped(
+    cdc: DagFile, spark, jobs_here
+) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from dags.support import cdc_tasks
+
+    with pytest.raises(AirflowSkipException, match="completed no batch yet"):
+        cdc_tasks.reconcile_changelog(cdc.context("reconcile"), run=jobs_here)
