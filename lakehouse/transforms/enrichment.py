@@ -1,0 +1,113 @@
+"""Click-stream events enriched with the shop's dimensions as of their own time, the revenue
+view over them, and the corrections a late dimension change makes.
+
+- `enrich_events`: each event with its product's category and list price and its user's
+  segment and country, from the versions valid at its event_time (lakehouse.transforms.as_of).
+- `revenue_by_segment`: purchases per hour, user segment and product category: how many, and
+  the revenue (the events' amounts). An event whose dimension had no version at its time is
+  counted under a label that says why ("(unknown)", "(deleted)", "(not_yet)", "(none)"), so
+  the view's totals are all the purchases' totals.
+- A dimension change can reach the lakehouse after events it bears on (the changelog runs
+  behind, or a business clock is set back). `affected_events` picks the enriched events a
+  batch of changed versions may change, and `correction_partials` turns their enrichment before
+  and after into the view's partial rows that take the old contribution out and put the new
+  one in: the view's partial rows, corrections included, add up to the view of the events
+  enriched with the whole history, which is what the batch layer computes.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from lakehouse.cdc.shop import PRODUCTS, USERS
+from lakehouse.transforms.as_of import MATCHED, UNKNOWN, Dimension, as_of_join
+
+PRODUCT = Dimension(
+    PRODUCTS, "product_id", {"category": "category", "price": "list_price"}, "product"
+)
+USER = Dimension(USERS, "user_id", {"segment": "segment", "country": "country"}, "user")
+DIMENSIONS = (PRODUCT, USER)
+# What an enriched event adds to the event's own columns.
+ENRICHED_COLUMNS = tuple(c for d in DIMENSIONS for c in d.output_columns)
+
+PURCHASE = "purchase"
+WINDOW = "1 hour"
+VIEW_KEYS = ("window_start", "window_end", "segment", "category")
+VIEW_MEASURES = ("purchases", "revenue")
+
+
+def enrich_events(
+    events: DataFrame, users_history: DataFrame, products_history: DataFrame
+) -> DataFrame:
+    """`events` with ENRICHED_COLUMNS, each event once."""
+    return events.transform(as_of_join, products_history, PRODUCT).transform(
+        as_of_join, users_history, USER
+    )
+
+
+def _label(dimension: Dimension, column: str) -> Column:
+    """The dimension's value, or why there was none: "(deleted)", "(unknown)", ..."""
+    status = F.col(dimension.status_column)
+    why = F.concat(F.lit("("), F.when(status == "no_key", "none").otherwise(status), F.lit(")"))
+    return F.when(status == MATCHED, F.col(column)).otherwise(why)
+
+
+def _signed_purchases(enriched: DataFrame, sign: Column) -> DataFrame:
+    window = F.window("event_time", WINDOW)
+    return enriched.where(F.col("event_type") == PURCHASE).select(
+        window["start"].alias("window_start"),
+        window["end"].alias("window_end"),
+        _label(USER, "segment").alias("segment"),
+        _label(PRODUCT, "category").alias("category"),
+        sign.cast("bigint").alias("purchases"),
+        (sign * F.coalesce("amount", F.lit(0))).cast("decimal(28,2)").alias("revenue"),
+    )
+
+
+def _sum(signed: DataFrame) -> DataFrame:
+    return signed.groupBy(*VIEW_KEYS).agg(
+        F.sum("purchases").alias("purchases"), F.sum("revenue").alias("revenue")
+    )
+
+
+def revenue_by_segment(enriched: DataFrame) -> DataFrame:
+    """Purchases and revenue per hour window, segment and category (VIEW_KEYS)."""
+    return _sum(_signed_purchases(enriched, F.lit(1)))
+
+
+def combine_revenue(partials: DataFrame) -> DataFrame:
+    """Partial rows of the view (a batch's, a correction's) -> the view: summed by key, the
+    rows a correction emptied dropped."""
+    combined = _sum(partials)
+    return combined.where((F.col("purchases") != 0) | (F.col("revenue") != 0))
+
+
+def affected_events(
+    enriched: DataFrame, changed_versions: DataFrame, dimension: Dimension
+) -> DataFrame:
+    """The enriched events whose `dimension` columns may differ once `changed_versions`
+    (history rows a batch of changes added or rewrote) are in: those of a changed key at or
+    after the earliest start among its changed versions (a version's end moves only to a
+    later version's start or to a delete, both at or after its own start), and those of a
+    changed key that had no version at all (`unknown`: it may be `not_yet` now)."""
+    [key] = dimension.table.key
+    earliest = changed_versions.groupBy(F.col(key).alias("_key")).agg(
+        F.min("valid_from").alias("_from")
+    )
+    reached = (F.col("event_time") >= F.col("_from")) | (F.col(dimension.status_column) == UNKNOWN)
+    matches = (F.col(dimension.event_key) == F.col("_key")) & reached
+    return enriched.join(F.broadcast(earliest), matches, "left_semi")
+
+
+def correction_partials(before: DataFrame, after: DataFrame) -> DataFrame:
+    """The view's partial rows that turn `before` (events as they were enriched) into `after`
+    (the same events enriched again): each event whose enriched row changed taken out as it
+    was and put in as it is. Events enriched alike give nothing."""
+    columns = before.columns
+    sides = before.select(*columns, F.lit(-1).alias("_side")).unionByName(
+        after.select(*columns, F.lit(1).alias("_side"))
+    )
+    # A row on both sides nets to 0; what is left is an old row (-1) or a new one (+1).
+    net = sides.groupBy(*columns).agg(F.sum("_side").alias("_side")).where("_side != 0")
+    return _sum(_signed_purchases(net, F.col("_side")))

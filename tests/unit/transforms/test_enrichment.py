@@ -1,0 +1,175 @@
+"""Enriched purchases and their revenue view: the totals are all the purchases', and a
+dimension change that arrives after its events is corrected into exactly the view the whole
+history gives."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from lakehouse.cdc.shop import PRODUCTS, USERS, CapturedTable
+from lakehouse.core.frames import rows_frame
+from lakehouse.transforms.changes import history_rows
+from lakehouse.transforms.enrichment import (
+    PRODUCT,
+    USER,
+    affected_events,
+    combine_revenue,
+    correction_partials,
+    enrich_events,
+    revenue_by_segment,
+)
+
+T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
+EVENTS = (
+    "event_id string, event_type string, user_id string, product_id string, "
+    "amount decimal(18,2), event_time timestamp"
+)
+CHANGE = (
+    "op string, lsn bigint, kafka_offset bigint, commit_time timestamp, tx_id bigint, "
+    "deletes boolean"
+)
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+class Shop:
+    """Row changes of the shop's users and products, in commit order (one LSN each)."""
+
+    def __init__(self) -> None:
+        self.changes: dict[str, list[tuple]] = {"users": [], "products": []}
+        self.lsn = 0
+
+    def _add(self, captured: CapturedTable, values: tuple, minute: float, deletes: bool) -> None:
+        self.lsn += 10
+        op = "d" if deletes else "u"
+        change = (*values, at(minute), op, self.lsn, self.lsn, at(minute), self.lsn, deletes)
+        self.changes[captured.name].append(change)
+
+    def user(self, user_id: str, segment: str, minute: float, deletes: bool = False) -> None:
+        self._add(USERS, (user_id, segment, "DE"), minute, deletes)
+
+    def product(self, product_id: str, category: str, price: str, minute: float, deletes=False):
+        self._add(PRODUCTS, (product_id, "Mug", category, Decimal(price)), minute, deletes)
+
+    def history(self, spark, captured: CapturedTable, upto: int | None = None):
+        """The history of the changes up to LSN `upto` (all by default)."""
+        rows = [c for c in self.changes[captured.name] if upto is None or c[-4] <= upto]
+        typed = rows_frame(spark, rows, f"{captured.ddl}, {CHANGE}")
+        return history_rows(typed, captured)
+
+
+def events(spark, rows: list[tuple]) -> object:
+    """(event_id, event_type, user_id, product_id, amount, minute)."""
+    return rows_frame(
+        spark, [(*r[:4], None if r[4] is None else Decimal(r[4]), at(r[5])) for r in rows], EVENTS
+    )
+
+
+def view(frame) -> dict[tuple, tuple]:
+    return {
+        (r["window_start"].hour, r["segment"], r["category"]): (r["purchases"], r["revenue"])
+        for r in frame.collect()
+    }
+
+
+def test_every_purchase_counts_under_its_dimensions_or_the_reason_it_has_none(spark) -> None:
+    shop = Shop()
+    shop.user("u1", "new", 0)
+    shop.user("u1", "gold", 30)
+    shop.product("p1", "kitchen", "10", 0)
+    shop.product("p1", "kitchen", "10", 50, deletes=True)
+    clicks = events(
+        spark,
+        [
+            ("e1", "purchase", "u1", "p1", "5.00", 10),  # new, kitchen
+            ("e2", "purchase", "u1", "p1", "7.00", 40),  # gold, kitchen
+            ("e3", "purchase", "u1", "p1", "1.50", 55),  # gold, the product deleted
+            ("e4", "purchase", "u9", "p1", "2.00", 20),  # a user never captured
+            ("e5", "purchase", "u1", "p1", "3.00", -10),  # before the user's first version
+            ("e6", "click", "u1", "p1", None, 10),  # not a purchase
+        ],
+    )
+    enriched = enrich_events(clicks, shop.history(spark, USERS), shop.history(spark, PRODUCTS))
+    assert enriched.count() == 6
+    [e1] = enriched.where("event_id = 'e1'").collect()
+    assert (e1["segment"], e1["category"], e1["list_price"]) == ("new", "kitchen", Decimal("10"))
+    assert view(revenue_by_segment(enriched)) == {
+        (10, "new", "kitchen"): (1, Decimal("5.00")),
+        (10, "gold", "kitchen"): (1, Decimal("7.00")),
+        (10, "gold", "(deleted)"): (1, Decimal("1.50")),
+        (10, "(unknown)", "kitchen"): (1, Decimal("2.00")),
+        (9, "(not_yet)", "(not_yet)"): (1, Decimal("3.00")),
+    }
+
+
+def random_shop(rng: random.Random) -> Shop:
+    shop = Shop()
+    for n in range(rng.randint(8, 20)):
+        minute = rng.uniform(-30, 240)
+        if rng.random() < 0.5:
+            shop.user(f"u{rng.randint(1, 3)}", rng.choice(["new", "gold", "vip"]), minute)
+        else:
+            deletes = rng.random() < 0.15
+            product = f"p{rng.randint(1, 3)}"
+            shop.product(product, rng.choice(["kitchen", "garden"]), f"{n + 1}", minute, deletes)
+    return shop
+
+
+def random_events(spark, rng: random.Random):
+    rows = [
+        (
+            f"e{i}",
+            rng.choice(["purchase", "purchase", "click"]),
+            f"u{rng.randint(1, 4)}",
+            rng.choice(["p1", "p2", "p3", "p4", None]),
+            f"{rng.randint(1, 900) / 100:.2f}",
+            rng.uniform(0, 240),
+        )
+        for i in range(60)
+    ]
+    return events(spark, rows)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_late_dimension_change_is_corrected_into_the_view_of_the_whole_history(
+    spark, seed: int
+) -> None:
+    """The events were enriched while the changelog was behind (the history of the changes
+    up to a random LSN); the rest of the changes arrive; the view's partial rows with the
+    correction added up equal the view of the events enriched with the whole history."""
+    rng = random.Random(seed)
+    shop = random_shop(rng)
+    clicks = random_events(spark, rng).cache()
+    behind = rng.randint(0, shop.lsn)
+    users_then, products_then = (shop.history(spark, t, behind) for t in (USERS, PRODUCTS))
+    users_now, products_now = (shop.history(spark, t) for t in (USERS, PRODUCTS))
+    enriched_then = enrich_events(clicks, users_then, products_then)
+
+    # The history rows the rest of the changes added or rewrote.
+    changed_users = users_now.exceptAll(users_then)
+    changed_products = products_now.exceptAll(products_then)
+    before = (
+        affected_events(enriched_then, changed_users, USER)
+        .unionByName(affected_events(enriched_then, changed_products, PRODUCT))
+        .distinct()
+    )
+    after = enrich_events(before.select(*clicks.columns), users_now, products_now)
+    corrected = revenue_by_segment(enriched_then).unionByName(correction_partials(before, after))
+
+    judge = revenue_by_segment(enrich_events(clicks, users_now, products_now))
+    assert view(combine_revenue(corrected)) == view(combine_revenue(judge))
+
+
+def test_an_event_enriched_alike_needs_no_correction(spark) -> None:
+    shop = Shop()
+    shop.user("u1", "new", 0)
+    shop.product("p1", "kitchen", "10", 0)
+    clicks = events(spark, [("e1", "purchase", "u1", "p1", "5.00", 10)])
+    enriched = enrich_events(clicks, shop.history(spark, USERS), shop.history(spark, PRODUCTS))
+    assert correction_partials(enriched, enriched).count() == 0
