@@ -2,7 +2,7 @@
 captured table and kind in dq.reconciliation_runs, a difference recorded as failed with its
 first differing key and the batch the comparison is as of, an equal table recorded as passed;
 a run's rows replaced by its rerun and never another reconciliation's; the summary names
-what differs."""
+what differs; the Tributary view lists the CDC rows among the reconciliations."""
 
 from __future__ import annotations
 
@@ -120,3 +120,19 @@ def test_the_summary_names_the_table_and_kind_that_differ(spark, settings) -> No
         "users_current: 1 of 2 keys differ (first: user_id=u1: segment vip in the recompute, "
         "lost in the stream)"
     ]
+
+
+def test_the_tributary_view_lists_the_cdc_rows_beside_the_views(spark, settings) -> None:
+    from lakehouse.ops.overview import overview
+    from lakehouse.ops.overview_page import render_overview
+
+    spoil_segment(spark, settings, "u1", "lost")
+    compare_changelog(spark, settings, "manual__6", STARTED, ["users"])
+    listed = overview(settings, ask_kafka=False).reconciliations
+    assert [(r["view"], r["left_source"], r["right_source"], r["verdict"]) for r in listed] == [
+        ("users_current", "batch", "cdc", "failed"),
+        ("users_history", "batch", "cdc", "passed"),
+    ]
+    links = {"promote": "p", "rollback": "r", "replay": "k", "dq": "dq/"}
+    page = render_overview(overview(settings, ask_kafka=False), links)
+    assert "users_current" in page and "batch vs cdc" in page
