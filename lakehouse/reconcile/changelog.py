@@ -13,6 +13,9 @@ stream's silver tables):
     verdict, verdict_reasons         the row's own: failed when anything differs
     first_windows                    the first differing rows, named by key
 
+The views' reconciliation table, not one of its own: its shape fits (two sides, counts, what
+was left out, a verdict, the first differences), so whatever reads or looks after it (the
+Tributary view's reconciliation list, maintenance, retention) covers the CDC rows as they are.
 Nothing explains a CDC difference (explained is 0) and no threshold applies. A run's rows
 carry its id with a `cdc:` prefix, so a CDC run never replaces a reconcile run's rows (both
 replace their rows by run id); the rows are written under the reconcile writer's lock.
