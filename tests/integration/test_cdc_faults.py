@@ -131,7 +131,7 @@ def test_connect_killed_mid_stream_loses_nothing_and_applies_nothing_twice(
     run_job_here: RunJob,
     tmp_path: Path,
 ) -> None:
-    writing = Writing(capture, prefix, tmp_path / "changes.jsonl", count=240, seed=51, rate=40.0)
+    writing = Writing(capture, prefix, tmp_path / "changes.jsonl", count=360, seed=51, rate=40.0)
     wait_for(lambda: writing.written() >= 80, 60, "the generator's first changes")
     # Mid-stream: after Connect has committed offsets past the first changes, so the restart
     # resumes from them. A connector killed before its first commit has no offset: Debezium
