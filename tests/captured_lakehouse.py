@@ -26,7 +26,7 @@ from lakehouse.transforms.changes import (
 from tests.lakehouses import local_lakehouse
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 KAFKA = (
@@ -54,19 +54,27 @@ CHANGES = [
 ]
 
 
-def build_users(spark: SparkSession, folder: Path) -> Settings:
-    """The lakehouse in `folder`: the stream's tables equal to their recompute."""
-    settings = local_lakehouse(folder)
+def bronze_changes(
+    spark: SparkSession, settings: Settings, changes: list[tuple[str, dict]], first_offset: int
+) -> DataFrame:
+    """(user_id, envelope) as bronze.users_changes rows, from `first_offset` in partition 0."""
     topic = settings.cdc.topic("users")
     records = rows_frame(
         spark,
         [
             (json.dumps({"user_id": k}).encode(), json.dumps(v).encode(), topic, 0, i, T0, 0)
-            for i, (k, v) in enumerate(CHANGES)
+            for i, (k, v) in enumerate(changes, start=first_offset)
         ],
         KAFKA,
     )
-    bronze = accepted_changes(records.transform(to_raw_records).transform(parse_changes))
+    return accepted_changes(records.transform(to_raw_records).transform(parse_changes))
+
+
+def build_users(spark: SparkSession, folder: Path) -> Settings:
+    """The lakehouse in `folder`: the stream's tables equal to their recompute."""
+    settings = local_lakehouse(folder)
+    topic = settings.cdc.topic("users")
+    bronze = bronze_changes(spark, settings, CHANGES, 0)
     append_once(bronze, changes_table(USERS), settings, "test", 0)
     rows = typed_rows(bronze, USERS)
     append_once(current_rows(rows, USERS), current_table(USERS), settings, "test", 0)
@@ -102,3 +110,12 @@ def drop_version(spark: SparkSession, settings: Settings, user_id: str, lsn: int
 
     path = history_table(USERS).path(settings)
     DeltaTable.forPath(spark, path).delete(f"user_id = '{user_id}' AND lsn = {lsn}")
+
+
+def begin_batch(spark: SparkSession, settings: Settings, user_id: str, segment: str) -> None:
+    """A batch the stream has begun: its update of `user_id` in bronze, beyond the offsets of
+    the completed batch, not yet merged into the stream's tables."""
+    after = user(user_id, segment, 9)
+    update = [(user_id, change("u", 90, user(user_id, "new", 1), after))]
+    bronze = bronze_changes(spark, settings, update, len(CHANGES))
+    append_once(bronze, changes_table(USERS), settings, "test", 1)

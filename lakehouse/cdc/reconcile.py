@@ -149,13 +149,12 @@ def reconcile_table(
             KindComparison(HISTORY, 0, 0),
             note="no changes captured yet",
         )
-    rows = typed_rows(
-        bronze.withColumn("_beyond", F.col("offset") >= next_offset(offsets)), captured
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    changes = bronze.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         keys = list(captured.key)
-        in_flight = rows.where("_beyond").select(*keys).distinct()
-        settled = rows.where(~F.col("_beyond")).drop("_beyond").join(in_flight, keys, "left_anti")
+        beyond = F.col("offset") >= next_offset(offsets)
+        in_flight = typed_rows(changes.where(beyond), captured).select(*keys).distinct()
+        settled = typed_rows(changes.where(~beyond), captured).join(in_flight, keys, "left_anti")
 
         def left_out(df: DataFrame) -> DataFrame:
             return df.join(in_flight, keys, "left_anti")
@@ -176,7 +175,7 @@ def reconcile_table(
         )
         return TableReconciliation(captured.name, in_flight.count(), current, history)
     finally:
-        rows.unpersist()
+        changes.unpersist()
 
 
 def next_offset(offsets: dict[str, int]) -> Any:

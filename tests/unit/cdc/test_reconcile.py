@@ -11,7 +11,13 @@ import pytest
 
 from lakehouse.cdc.reconcile import NothingToReconcile, compare_rows, reconcile_changelog
 from lakehouse.core.frames import rows_frame
-from tests.captured_lakehouse import BATCH_ID, build_users, drop_version, spoil_segment
+from tests.captured_lakehouse import (
+    BATCH_ID,
+    begin_batch,
+    build_users,
+    drop_version,
+    spoil_segment,
+)
 from tests.lakehouses import copied, local_lakehouse, moved_to
 
 ROWS = "user_id string, segment string, lsn bigint"
@@ -75,6 +81,16 @@ def test_a_spoilt_current_row_and_a_lost_version_are_found_in_their_kind(
     assert (users.history.compared, users.history.differing) == (3, 1)
     assert users.history.examples == ["user_id=u1 lsn=10: only in the recompute"]
     assert products.equal and products.note == "no changes captured yet"
+
+
+def test_a_key_with_a_change_beyond_the_last_batch_is_left_out_and_counted(
+    spark, users_folder, tmp_path
+) -> None:
+    settings = moved_to(local_lakehouse(users_folder), copied(users_folder, tmp_path / "copy"))
+    begin_batch(spark, settings, "u2", "vip")
+    [users] = reconcile_changelog(spark, settings, ["users"]).tables
+    assert users.equal and users.in_flight_keys == 1
+    assert (users.current.compared, users.history.compared) == (1, 2), "u1 alone"
 
 
 def test_before_any_batch_there_is_nothing_to_reconcile(spark, tmp_path) -> None:
