@@ -9,10 +9,11 @@ flight is left out and counted). Records one row per table and kind in dq.reconc
 (run id `cdc:<id>`; a rerun with the same --run-id replaces its own rows), prints the summary
 and `cdc_reconcile result: {...}`.
 
-Exit status (jobs.contract): 0 every table equal; 1 cannot run (config, storage, Spark);
-2 bad arguments (nothing written); 3 nothing to compare: the stream has completed no batch
-(nothing written); 4 a table differs (recorded; which table and kind, and its first
-differing rows, are printed last).
+Exit status (jobs.contract): 0 every table equal; 1 cannot run (config, storage, Spark, or
+another reconciliation still writing after 15 minutes: nothing written); 2 bad arguments
+(nothing written); 3 nothing to compare: the stream has completed no batch (nothing
+written); 4 a table differs (recorded; which table and kind, and its first differing rows,
+are printed last).
 """
 
 from __future__ import annotations
