@@ -7,11 +7,9 @@ import math
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from lakehouse.core.times import TimeRangeError, parse_iso
-from lakehouse.generator.clickstream import ledger_problem
 from lakehouse.transforms.views import VIEWS
 
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -137,20 +135,3 @@ def add_comparison_arguments(parser: argparse.ArgumentParser) -> None:
         help="compare the interval(s) this batch run recomputed (repeatable; Airflow passes "
         "the runs whose assets triggered it)",
     )
-
-
-def writable_ledger(
-    parser: argparse.ArgumentParser, given: Path | None, default: Path
-) -> tuple[Path, str | None]:
-    """The ledger a generator will write, and why it cannot (None when it can). A --ledger the
-    user gave that cannot be written is a bad argument (parser.error exits); the default one
-    is the configuration's (the state folder), so the caller reports it as a run that cannot
-    start."""
-    ledger = given or default
-    try:
-        problem = ledger_problem(ledger)
-    except OSError as err:
-        problem = f"cannot check the ledger {ledger}: {err.strerror or err}"
-    if problem and given:
-        parser.error(problem)
-    return ledger, problem

@@ -27,10 +27,9 @@ from jobs.arguments import (
     positive_int,
     start_time,
     topic_name,
-    writable_ledger,
 )
 from jobs.contract import Exit, exit_with
-from jobs.parser import OneLineParser
+from jobs.parser import OneLineParser, writable_ledger
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.kafka_io import KafkaUnavailableError
 from lakehouse.core.processes import stop_on_signals

@@ -22,9 +22,9 @@ import secrets
 import sys
 from pathlib import Path
 
-from jobs.arguments import duration, positive_float, positive_int, start_time, writable_ledger
+from jobs.arguments import duration, positive_float, positive_int, start_time
 from jobs.contract import Exit, exit_with, result_line
-from jobs.parser import OneLineParser
+from jobs.parser import OneLineParser, writable_ledger
 from lakehouse.cdc.database import ShopUnavailableError
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.processes import stop_on_signals

@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from lakehouse.generator.clickstream import ledger_problem
+
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a bad argument in one line, not a usage block, and takes options
@@ -107,3 +109,20 @@ def add_stop_file(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="stop gracefully when this file appears (deleted at start if it is there)",
     )
+
+
+def writable_ledger(
+    parser: argparse.ArgumentParser, given: Path | None, default: Path
+) -> tuple[Path, str | None]:
+    """The ledger a generator will write, and why it cannot (None when it can). A --ledger the
+    user gave that cannot be written is a bad argument (parser.error exits); the default one
+    is the configuration's (the state folder), so the caller reports it as a run that cannot
+    start."""
+    ledger = given or default
+    try:
+        problem = ledger_problem(ledger)
+    except OSError as err:
+        problem = f"cannot check the ledger {ledger}: {err.strerror or err}"
+    if problem and given:
+        parser.error(problem)
+    return ledger, problem

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).parents[2]
-# What a job may import from jobs/: the argument types, the parser and the exit contract.
-JOB_HELPERS = frozenset({"jobs.arguments", "jobs.contract", "jobs.parser"})
+# What a job may import from jobs/: the argument types, the parser, the exit contract and
+# the stream jobs' shared entry point.
+JOB_HELPERS = frozenset({"jobs.arguments", "jobs.contract", "jobs.parser", "jobs.stream_job"})
 # A job too long for one file keeps its parts beside it, imported by that job alone.
 JOB_PARTS = {"jobs/cli.py": frozenset({"jobs.cli_commands", "jobs.cli_cdc"})}
 
