@@ -79,7 +79,7 @@ def each_new_chunk(
     def run(rows: DataFrame, chunk_id: int) -> None:
         process(rows, checkpoint_query_id(spark, checkpoint), chunk_id)
 
-    _each_chunk(_appended_rows(spark, source, settings), checkpoint, run)
+    _each_chunk(appended_rows(spark, source, settings), checkpoint, run)
 
 
 def each_chunk_appended_after(
@@ -97,7 +97,7 @@ def each_chunk_appended_after(
 
     checkpoint = tempfile.mkdtemp(prefix=f"tributary-after-{version}-")
     try:
-        rows = _appended_rows(spark, source, settings, {"startingVersion": str(version + 1)})
+        rows = appended_rows(spark, source, settings, {"startingVersion": str(version + 1)})
         _each_chunk(rows, checkpoint, process)
     except StreamingQueryException:
         return False
@@ -106,7 +106,7 @@ def each_chunk_appended_after(
     return True
 
 
-def _appended_rows(
+def appended_rows(
     spark: SparkSession, source: Table, settings: Settings, options: dict[str, str] | None = None
 ) -> DataFrame:
     """The Delta stream source: the rows each commit adds; commits that only rearrange files

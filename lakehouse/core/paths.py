@@ -49,6 +49,11 @@ def cdc_stop_file(env: Mapping[str, str] | None = None) -> Path:
     return state_dir(env) / "run" / "cdc.stop"
 
 
+def enrichment_stop_file(env: Mapping[str, str] | None = None) -> Path:
+    """Created to ask a running enrichment stream (jobs.enrich) to stop after its batch."""
+    return state_dir(env) / "run" / "enrich.stop"
+
+
 def fingerprint(*files: Path, extra: str = "") -> str:
     """A short content hash: cache folders are named by the files that define them."""
     digest = hashlib.sha256(extra.encode())

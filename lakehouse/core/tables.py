@@ -92,6 +92,7 @@ VERSIONS = "versions"  # ops.serving_pointer: promotion, rollback, removal of re
 RECONCILE = "reconcile"
 QUALITY = "quality"  # jobs/quality.py: Great Expectations suites on the tables' snapshots
 CDC = "cdc"  # the changelog stream: bronze.<table>_changes, silver.<table>_current/_history
+ENRICH = "enrich"  # the enrichment stream: silver.events_enriched and its revenue view
 
 # Column sets several tables share.
 EVENT = (
@@ -263,6 +264,61 @@ def _cdc_tables() -> list[Table]:
     return tables
 
 
+ENRICHED = (
+    "event_id string, event_type string, user_id string, product_id string, "
+    "amount decimal(18,2), event_time timestamp, event_date date, "
+    "category string, list_price decimal(10,2), product_match string, "
+    "product_version_lsn bigint, segment string, country string, user_match string, "
+    "user_version_lsn bigint, enriched_batch bigint, corrected boolean"
+)
+REVENUE = (
+    "window_start timestamp, window_end timestamp, segment string, category string, "
+    "purchases bigint, revenue decimal(38,2), batch_id bigint"
+)
+
+
+def _enrichment_tables() -> list[Table]:
+    return [
+        Table(
+            "silver.events_enriched",
+            ENRICH,
+            "Accepted events with their product's and user's columns as of their event time, "
+            "one row per enrichment: a later row of an event (corrected) replaces the earlier",
+            schema=ENRICHED,
+            partition_by=("event_date",),
+            checkpoint_interval=181,
+            stats_columns=("event_time", "user_id", "product_id", "enriched_batch"),
+        ),
+        Table(
+            "speed.revenue_by_segment",
+            ENRICH,
+            "Purchases and revenue per hour, user segment and product category: partial rows "
+            "per micro-batch, corrections included, summed by readers",
+            schema=REVENUE,
+            checkpoint_interval=191,
+            layout_columns=WINDOW_HOUR,
+        ),
+        Table(
+            "ops.enrichment_pins",
+            ENRICH,
+            "The history tables' versions each enrichment micro-batch joins with, chosen "
+            "before it writes, so that a retried batch joins with the same",
+            schema="app_id string, batch_id bigint, versions map<string,bigint>, "
+            "pinned_at timestamp",
+            checkpoint_interval=193,
+        ),
+        Table(
+            "ops.enrichment_progress",
+            ENRICH,
+            "One row per enrichment micro-batch: events enriched, events corrected, the "
+            "history versions joined",
+            schema="app_id string, batch_id bigint, events bigint, corrected bigint, "
+            "versions map<string,bigint>, processed_at timestamp, duration_seconds double",
+            checkpoint_interval=197,
+        ),
+    ]
+
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -406,6 +462,7 @@ TABLES: dict[str, Table] = {
             schema=QUALITY_QUARANTINE,
         ),
         *_cdc_tables(),
+        *_enrichment_tables(),
     )
 }
 

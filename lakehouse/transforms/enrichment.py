@@ -100,14 +100,25 @@ def affected_events(
     return enriched.join(F.broadcast(earliest), matches, "left_semi")
 
 
-def correction_partials(before: DataFrame, after: DataFrame) -> DataFrame:
-    """The view's partial rows that turn `before` (events as they were enriched) into `after`
-    (the same events enriched again): each event whose enriched row changed taken out as it
-    was and put in as it is. Events enriched alike give nothing."""
+def _net(before: DataFrame, after: DataFrame) -> DataFrame:
+    """The rows of `before` that `after` lacks (`_side` -1: an event as it was enriched) and
+    the rows of `after` that `before` lacks (+1: as it is enriched now)."""
     columns = before.columns
     sides = before.select(*columns, F.lit(-1).alias("_side")).unionByName(
         after.select(*columns, F.lit(1).alias("_side"))
     )
-    # A row on both sides nets to 0; what is left is an old row (-1) or a new one (+1).
-    net = sides.groupBy(*columns).agg(F.sum("_side").alias("_side")).where("_side != 0")
-    return _sum(_signed_purchases(net, F.col("_side")))
+    # A row on both sides nets to 0. (Not exceptAll: Spark mistakes the two sides for one
+    # when `after` is `before` itself.)
+    return sides.groupBy(*columns).agg(F.sum("_side").alias("_side")).where("_side != 0")
+
+
+def corrected_rows(before: DataFrame, after: DataFrame) -> DataFrame:
+    """The events of `after` (the events of `before` enriched again) enriched otherwise."""
+    return _net(before, after).where("_side > 0").drop("_side")
+
+
+def correction_partials(before: DataFrame, after: DataFrame) -> DataFrame:
+    """The view's partial rows that turn `before` (events as they were enriched) into `after`
+    (the same events enriched again): each event whose enriched row changed taken out as it
+    was and put in as it is. Events enriched alike give nothing."""
+    return _sum(_signed_purchases(_net(before, after), F.col("_side")))

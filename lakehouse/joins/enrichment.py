@@ -1,0 +1,246 @@
+"""What the enrichment stream does with one micro-batch of silver events (foreachBatch).
+
+    ops.enrichment_pins       <- the history tables' versions the batch joins with (first)
+    silver.events_enriched    <- the batch's events enriched as of their event time, and a
+                                 new row for each earlier event a dimension change re-enriched
+    speed.revenue_by_segment  <- the batch's partial rows of the view, corrections included
+    ops.enrichment_progress   <- one row: events, corrections, versions (written last)
+
+After batch N, the latest row of every event the stream has read is its enrichment with the
+history tables at batch N's pins, and the view's partial rows up to batch N add up to the
+view of those rows. A dimension change that reaches the history after events it bears on
+(the changelog runs behind the click stream) is so corrected in the next batch, and the
+correction is recorded: the event's new row is `corrected`, and the view's partial rows take
+its old contribution out.
+
+Exactly-once: every write is marked with (this stream's writer id, batch id)
+(delta_io.append_batch), and a retried batch decides as its first try did: it joins with the
+pins its first try recorded, and reads the events' earlier rows from batches before its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from lakehouse.cdc.changelog import history_table
+from lakehouse.cdc.shop import PRODUCTS, USERS, CapturedTable
+from lakehouse.core.checkpoints import checkpoint_query_id
+from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import (
+    append_batch,
+    read_table,
+    read_table_at,
+    small_frame,
+    table_exists,
+    table_version,
+)
+from lakehouse.core.tables import ENRICH, table
+from lakehouse.transforms.as_of import Dimension
+from lakehouse.transforms.enrichment import (
+    ENRICHED_COLUMNS,
+    PRODUCT,
+    USER,
+    affected_events,
+    corrected_rows,
+    correction_partials,
+    enrich_events,
+    revenue_by_segment,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+ENRICHED = table("silver.events_enriched")
+REVENUE = table("speed.revenue_by_segment")
+PINS = table("ops.enrichment_pins")
+PROGRESS = table("ops.enrichment_progress")
+EVENT_COLUMNS = ("event_id", "event_type", "user_id", "product_id", "amount", "event_time")
+ROW_COLUMNS = (*EVENT_COLUMNS, "event_date", *ENRICHED_COLUMNS)
+# Each dimension and the captured table whose history it joins.
+DIMENSIONS: dict[str, tuple[Dimension, CapturedTable]] = {
+    "users": (USER, USERS),
+    "products": (PRODUCT, PRODUCTS),
+}
+
+Pins = Mapping[str, int | None]  # captured table -> its history's version (None: none yet)
+
+
+class EnrichmentProcessor:
+    """The enrichment stream's foreachBatch: one instance per query start."""
+
+    def __init__(self, settings: Settings, checkpoint: str) -> None:
+        self.settings = settings
+        self.checkpoint = checkpoint
+        self._app_id: str | None = None
+        # As the changelog stream's: the batch after the last one committed here, unless begun.
+        self._next: int | None = None
+        self._begun: int | None = None
+
+    def app_id(self, spark: SparkSession) -> str:
+        if self._app_id is None:
+            self._app_id = f"{ENRICH}:{checkpoint_query_id(spark, self.checkpoint)}"
+        return self._app_id
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        spark = batch.sparkSession
+        app = self.app_id(spark)
+        untried = self._next == batch_id and self._begun != batch_id
+        self._begun = batch_id
+        pins = self.pin(spark, app, batch_id, untried)
+        histories = {name: self.history(spark, name, pins.get(name)) for name in DIMENSIONS}
+        events = batch.select(*EVENT_COLUMNS, "event_date").localCheckpoint()
+        fresh = enrich_events(events.drop("event_date"), histories["users"], histories["products"])
+        fresh = fresh.join(events.select("event_id", "event_date"), "event_id")
+        before, after = self.corrections(spark, app, batch_id, pins, histories)
+        corrected = corrected_rows(before, after).localCheckpoint()
+        rows = self.stamped(fresh, batch_id, False).unionByName(
+            self.stamped(corrected, batch_id, True)
+        )
+        partials = revenue_by_segment(fresh).unionByName(correction_partials(before, after))
+        settings = self.settings
+        append_batch(rows, ENRICHED, settings, app, batch_id, untried=untried)
+        append_batch(
+            partials.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
+            REVENUE,
+            settings,
+            app,
+            batch_id,
+            untried=untried,
+        )
+        row = {
+            "app_id": app,
+            "batch_id": batch_id,
+            "events": events.count(),
+            "corrected": corrected.count(),
+            "versions": {k: v for k, v in pins.items() if v is not None},
+            "processed_at": datetime.now(UTC),
+            "duration_seconds": round(time.monotonic() - started, 3),
+        }
+        append_batch(small_frame(spark, [row], PROGRESS), PROGRESS, settings, app, batch_id)
+        self._next = batch_id + 1
+
+    @staticmethod
+    def stamped(rows: DataFrame, batch_id: int, corrected: bool) -> DataFrame:
+        return rows.select(*ROW_COLUMNS).withColumns(
+            {
+                "enriched_batch": F.lit(batch_id).cast("bigint"),
+                "corrected": F.lit(corrected),
+            }
+        )
+
+    def pin(self, spark: SparkSession, app: str, batch_id: int, untried: bool) -> Pins:
+        """The history versions batch `batch_id` joins with: those its first try recorded,
+        or (a first try) the latest, recorded now."""
+        if not untried:
+            found = pins_of(spark, self.settings, app, batch_id)
+            if found is not None:
+                return found
+        latest = {
+            name: table_version(spark, history_table(captured), self.settings)
+            for name, (_, captured) in DIMENSIONS.items()
+        }
+        row = {
+            "app_id": app,
+            "batch_id": batch_id,
+            "versions": {k: v for k, v in latest.items() if v is not None},
+            "pinned_at": datetime.now(UTC),
+        }
+        append_batch(small_frame(spark, [row], PINS), PINS, self.settings, app, batch_id)
+        return latest
+
+    def history(self, spark: SparkSession, name: str, version: int | None) -> DataFrame:
+        """A dimension's history at `version`; no rows when it did not exist."""
+        target = history_table(DIMENSIONS[name][1])
+        found = read_table_at(spark, target, self.settings, version)
+        return found if found is not None else spark.createDataFrame([], target.spark_schema())
+
+    def corrections(
+        self,
+        spark: SparkSession,
+        app: str,
+        batch_id: int,
+        pins: Pins,
+        histories: Mapping[str, DataFrame],
+    ) -> tuple[DataFrame, DataFrame]:
+        """The earlier events a change since the previous batch's pins may re-enrich: their
+        latest rows (before) and their enrichment at `pins` (after)."""
+        empty = spark.createDataFrame([], ENRICHED.spark_schema()).select(*ROW_COLUMNS)
+        previous = previous_pins(spark, self.settings, app, batch_id)
+        if previous is None or not table_exists(spark, ENRICHED, self.settings):
+            return empty, empty
+        changed = {
+            name: histories[name].exceptAll(self.history(spark, name, previous.get(name)))
+            for name in DIMENSIONS
+            if pins.get(name) != previous.get(name)
+        }
+        if not changed:
+            return empty, empty
+        earlier = read_table(spark, ENRICHED, self.settings).where(
+            F.col("enriched_batch") < batch_id
+        )
+        keys = [
+            earlier.join(
+                F.broadcast(versions.select(F.col(captured.key[0]).alias(dimension.event_key))),
+                dimension.event_key,
+                "left_semi",
+            )
+            for name, versions in changed.items()
+            for dimension, captured in [DIMENSIONS[name]]
+        ]
+        candidates = keys[0] if len(keys) == 1 else keys[0].unionByName(keys[1]).distinct()
+        latest = latest_rows(candidates)
+        affected = [
+            affected_events(latest, versions, DIMENSIONS[name][0])
+            for name, versions in changed.items()
+        ]
+        before = affected[0] if len(affected) == 1 else affected[0].unionByName(affected[1])
+        before = before.distinct().select(*ROW_COLUMNS).localCheckpoint()
+        again = enrich_events(
+            before.select(*EVENT_COLUMNS), histories["users"], histories["products"]
+        )
+        after = again.join(before.select("event_id", "event_date"), "event_id")
+        return before, after.select(*ROW_COLUMNS)
+
+
+def latest_rows(enriched: DataFrame) -> DataFrame:
+    """Each event's latest row of silver.events_enriched (its highest enriched_batch)."""
+    last = Window.partitionBy("event_id").orderBy(F.col("enriched_batch").desc())
+    return enriched.withColumn("_n", F.row_number().over(last)).where("_n = 1").drop("_n")
+
+
+def pins_of(spark: SparkSession, settings: Settings, app: str, batch_id: int) -> Pins | None:
+    """The pins batch `batch_id` of `app` recorded, or None."""
+    if not table_exists(spark, PINS, settings):
+        return None
+    found = (
+        read_table(spark, PINS, settings)
+        .where((F.col("app_id") == app) & (F.col("batch_id") == batch_id))
+        .collect()
+    )
+    return _versions(found[0]["versions"]) if found else None
+
+
+def previous_pins(spark: SparkSession, settings: Settings, app: str, batch_id: int) -> Pins | None:
+    """The pins of `app`'s last batch before `batch_id`, or None (its first batch)."""
+    if not table_exists(spark, PINS, settings):
+        return None
+    found = (
+        read_table(spark, PINS, settings)
+        .where((F.col("app_id") == app) & (F.col("batch_id") < batch_id))
+        .orderBy(F.col("batch_id").desc())
+        .limit(1)
+        .collect()
+    )
+    return _versions(found[0]["versions"]) if found else None
+
+
+def _versions(stored: Mapping[str, int] | None) -> dict[str, int | None]:
+    stored = stored or {}
+    return {name: stored.get(name) for name in DIMENSIONS}

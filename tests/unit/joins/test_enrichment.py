@@ -1,0 +1,167 @@
+"""The enrichment stream's micro-batches on a local lakehouse: events take the dimension rows
+valid at their time; a dimension change that arrives after its events corrects them in the
+next batch, recorded and added to the view's partial rows; a retried batch joins with the
+history its first try pinned and writes nothing twice."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from lakehouse.cdc.changelog import history_table
+from lakehouse.cdc.shop import PRODUCTS, USERS, CapturedTable
+from lakehouse.core.delta_io import read_table, table_version
+from lakehouse.core.frames import rows_frame
+from lakehouse.joins.enrichment import (
+    ENRICHED,
+    PINS,
+    PROGRESS,
+    REVENUE,
+    EnrichmentProcessor,
+    latest_rows,
+)
+from lakehouse.transforms.enrichment import combine_revenue, enrich_events, revenue_by_segment
+from tests.lakehouses import local_lakehouse
+from tests.micro_batches import query_checkpoint
+
+T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
+SILVER = (
+    "event_id string, event_type string, user_id string, product_id string, "
+    "amount decimal(18,2), event_time timestamp, event_date date"
+)
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def version(captured: CapturedTable, values: tuple, start: float, end: float | None, lsn: int):
+    return (
+        *values,
+        at(start),
+        at(start),
+        None if end is None else at(end),
+        end is None,
+        False,
+        lsn,
+        None if end is None else lsn + 1,
+    )
+
+
+def write_history(spark, settings, captured: CapturedTable, versions: list[tuple]) -> None:
+    """The history table as the changelog stream would leave it: a new version of it."""
+    target = history_table(captured)
+    frame = rows_frame(spark, versions, target.spark_schema())
+    frame.write.format("delta").mode("overwrite").save(target.path(settings))
+
+
+def silver(spark, rows: list[tuple[str, str, str, float]]):
+    """(event_id, user_id, product_id, minute) purchases of 10.00 as silver rows."""
+    return rows_frame(
+        spark,
+        [(e, "purchase", u, p, Decimal("10.00"), at(m), at(m).date()) for e, u, p, m in rows],
+        SILVER,
+    )
+
+
+def latest(spark, settings) -> dict[str, tuple]:
+    rows = latest_rows(read_table(spark, ENRICHED, settings)).collect()
+    return {r["event_id"]: (r["segment"], r["category"], r["corrected"]) for r in rows}
+
+
+def versions(spark, settings) -> dict[str, int | None]:
+    return {t.name: table_version(spark, t, settings) for t in (ENRICHED, REVENUE, PINS, PROGRESS)}
+
+
+USER_NEW = version(USERS, ("u1", "new", "DE"), 0, None, 10)
+P1 = version(PRODUCTS, ("p1", "Mug", "kitchen", Decimal("4.00")), 0, None, 20)
+
+
+@pytest.fixture
+def lake(spark, tmp_path):
+    settings = local_lakehouse(tmp_path)
+    write_history(spark, settings, USERS, [USER_NEW])
+    write_history(spark, settings, PRODUCTS, [P1])
+    checkpoint = str(query_checkpoint(tmp_path / "query", "enrichment-1"))
+    return settings, checkpoint
+
+
+def test_a_late_dimension_change_corrects_its_events_in_the_next_batch(spark, lake) -> None:
+    settings, checkpoint = lake
+    stream = EnrichmentProcessor(settings, checkpoint)
+    stream(silver(spark, [("e1", "u1", "p1", 10), ("e2", "u1", "p2", 20)]), 0)
+    assert latest(spark, settings) == {
+        "e1": ("new", "kitchen", False),
+        "e2": ("new", None, False),  # p2 not captured yet: unknown
+    }
+    # The changelog catches up: p2 existed from minute 5, u1 turned gold at minute 15.
+    write_history(
+        spark,
+        settings,
+        USERS,
+        [
+            version(USERS, ("u1", "new", "DE"), 0, 15, 10),
+            version(USERS, ("u1", "gold", "DE"), 15, None, 30),
+        ],
+    )
+    write_history(
+        spark,
+        settings,
+        PRODUCTS,
+        [P1, version(PRODUCTS, ("p2", "Rake", "garden", Decimal("9.00")), 5, None, 25)],
+    )
+    stream(silver(spark, [("e3", "u1", "p1", 30)]), 1)
+
+    assert latest(spark, settings) == {
+        "e1": ("new", "kitchen", False),  # before the change: left as it was
+        "e2": ("gold", "garden", True),
+        "e3": ("gold", "kitchen", False),
+    }
+    enriched = read_table(spark, ENRICHED, settings)
+    assert enriched.count() == 4, "e2's first row is kept; its correction is a row of its own"
+    progress = read_table(spark, PROGRESS, settings).orderBy("batch_id").collect()
+    assert [(r["events"], r["corrected"]) for r in progress] == [(2, 0), (1, 1)]
+
+    events = silver(spark, [("e1", "u1", "p1", 10), ("e2", "u1", "p2", 20), ("e3", "u1", "p1", 30)])
+    users = read_table(spark, history_table(USERS), settings)
+    products = read_table(spark, history_table(PRODUCTS), settings)
+    judge = revenue_by_segment(enrich_events(events.drop("event_date"), users, products))
+    stream_view = combine_revenue(read_table(spark, REVENUE, settings).drop("batch_id"))
+    assert sorted(stream_view.collect()) == sorted(combine_revenue(judge).collect())
+
+
+def test_a_retried_batch_joins_the_history_its_first_try_pinned(spark, lake) -> None:
+    settings, checkpoint = lake
+    first = silver(spark, [("e1", "u1", "p1", 10)])
+    EnrichmentProcessor(settings, checkpoint)(first, 0)
+    second = silver(spark, [("e2", "u1", "p1", 40)])
+    # The first try of batch 1 pins the history and dies before it writes anything else.
+    crashed = EnrichmentProcessor(settings, checkpoint)
+    crashed.pin(spark, crashed.app_id(spark), 1, untried=False)
+    # Then the user's segment changes, and batch 1 is tried again by a restarted stream.
+    write_history(
+        spark,
+        settings,
+        USERS,
+        [
+            version(USERS, ("u1", "new", "DE"), 0, 5, 10),
+            version(USERS, ("u1", "vip", "DE"), 5, None, 30),
+        ],
+    )
+    restarted = EnrichmentProcessor(settings, checkpoint)
+    restarted(second, 1)
+    assert latest(spark, settings) == {
+        "e1": ("new", "kitchen", False),
+        "e2": ("new", "kitchen", False),  # as of the pinned history
+    }
+    before = versions(spark, settings)
+    EnrichmentProcessor(settings, checkpoint)(second, 1)  # Spark hands it over once more
+    assert versions(spark, settings) == before, "nothing written twice"
+    restarted(silver(spark, [("e3", "u1", "p1", 50)]), 2)
+    assert latest(spark, settings) == {
+        "e1": ("vip", "kitchen", True),
+        "e2": ("vip", "kitchen", True),
+        "e3": ("vip", "kitchen", False),
+    }
