@@ -250,7 +250,7 @@ def test_the_changelog_job_killed_mid_batch_and_restarted_changes_no_result(
     proc = start_job(env, log, tmp_path / "killed-job.stop")
     try:
         deadline = time.monotonic() + 240
-        while not (found := half_written()) and proc.poll() is None:
+        while not half_written() and proc.poll() is None:
             assert time.monotonic() < deadline, "no batch half written: " + log.read_text()[-3000:]
             time.sleep(0.02)
         assert proc.poll() is None, "it ended before the kill: " + log.read_text()[-3000:]
