@@ -1,0 +1,106 @@
+"""The enrichment stream job on a local lakehouse: `python -m jobs.enrich --available-now`
+(in this process) reads silver.events as a Delta stream, and a second run goes on from its
+checkpoint, correcting what a dimension change since has changed; without silver it refuses
+in one line."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+from lakehouse.cdc.changelog import history_table
+from lakehouse.cdc.shop import PRODUCTS, USERS
+from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import append_new, read_table
+from lakehouse.core.frames import rows_frame
+from lakehouse.core.tables import table
+from lakehouse.joins.enrichment import ENRICHED, PROGRESS, latest_rows
+from tests.jobs_in_process import RunJob
+
+T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
+SILVER = table("silver.events")
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def append_silver(spark, settings: Settings, events: list[tuple[str, str, float]]) -> None:
+    """(event_id, product_id, minute): purchases of user u1, as the speed layer appends them."""
+    rows = [
+        {
+            "event_id": e,
+            "event_type": "purchase",
+            "user_id": "u1",
+            "session_id": "s1",
+            "page": "/checkout",
+            "product_id": p,
+            "amount": Decimal("3.00"),
+            "event_time": at(m),
+            "sent_at": at(m),
+            "event_date": at(m).date(),
+            "kafka_partition": 0,
+            "kafka_offset": i,
+            "kafka_timestamp": at(m),
+            "ingested_at": at(m),
+            "arrived_late": False,
+        }
+        for i, (e, p, m) in enumerate(events)
+    ]
+    append_new(rows_frame(spark, rows, SILVER.spark_schema()), SILVER, settings)
+
+
+def write_history(spark, settings: Settings, captured, versions: list[tuple]) -> None:
+    target = history_table(captured)
+    frame = rows_frame(spark, versions, target.spark_schema())
+    frame.write.format("delta").mode("overwrite").save(target.path(settings))
+
+
+def env_of(settings: Settings, tmp_path: Path) -> dict[str, str]:
+    return {
+        "TRIBUTARY_PROFILE": "local",
+        "TRIBUTARY__STORAGE__ROOT": settings.storage.root,
+        "TRIBUTARY__STORAGE__CHECKPOINTS": settings.storage.checkpoints,
+        "TRIBUTARY_STATE": str(tmp_path / "state"),
+    }
+
+
+def categories(spark, settings: Settings) -> dict[str, str | None]:
+    rows = latest_rows(read_table(spark, ENRICHED, settings)).collect()
+    return {r["event_id"]: r["category"] for r in rows}
+
+
+def test_two_runs_enrich_what_silver_holds_and_correct_what_changed_between(
+    spark, local_settings: Settings, tmp_path: Path, run_job_here: RunJob
+) -> None:
+    env = env_of(local_settings, tmp_path)
+    user = ("u1", "new", "DE", at(0), at(0), None, True, False, 10, None)
+    write_history(spark, local_settings, USERS, [user])
+    append_silver(spark, local_settings, [("e1", "p1", 10), ("e2", "p2", 20)])
+    mug = ("p1", "Mug", "kitchen", Decimal("4.00"), at(0), at(0), None, True, False, 20, None)
+    write_history(spark, local_settings, PRODUCTS, [mug])
+
+    first = run_job_here("jobs.enrich", "--available-now", **env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert categories(spark, local_settings) == {"e1": "kitchen", "e2": None}
+
+    rake = ("p2", "Rake", "garden", Decimal("9.00"), at(5), at(5), None, True, False, 30, None)
+    write_history(spark, local_settings, PRODUCTS, [mug, rake])
+    append_silver(spark, local_settings, [("e3", "p2", 30)])
+    second = run_job_here("jobs.enrich", "--available-now", **env)
+    assert second.returncode == 0, second.stderr[-2000:]
+
+    assert categories(spark, local_settings) == {"e1": "kitchen", "e2": "garden", "e3": "garden"}
+    progress = read_table(spark, PROGRESS, local_settings).orderBy("batch_id").collect()
+    assert [(r["events"], r["corrected"]) for r in progress] == [(2, 0), (1, 1)]
+    assert len({r["app_id"] for r in progress}) == 1, "the second run went on from the first"
+
+
+def test_without_silver_events_it_refuses_in_one_line(
+    local_settings: Settings, tmp_path: Path, run_job_here: RunJob
+) -> None:
+    ran = run_job_here("jobs.enrich", "--available-now", **env_of(local_settings, tmp_path))
+    assert ran.returncode == 1
+    assert ran.stderr.startswith("enrichment stream: no silver.events at ")
+    assert "run the speed layer first" in ran.stderr and "Traceback" not in ran.stderr
