@@ -94,7 +94,9 @@ class EnrichmentProcessor:
         untried = self._next == batch_id and self._begun != batch_id
         self._begun = batch_id
         pins = self.pin(spark, app, batch_id, untried)
-        histories = {name: self.history(spark, name, pins.get(name)) for name in DIMENSIONS}
+        histories = {
+            name: history_at(spark, self.settings, name, pins.get(name)) for name in DIMENSIONS
+        }
         events = batch.select(*EVENT_COLUMNS, "event_date").localCheckpoint()
         fresh = enrich_events(events.drop("event_date"), histories["users"], histories["products"])
         fresh = fresh.join(events.select("event_id", "event_date"), "event_id")
@@ -155,12 +157,6 @@ class EnrichmentProcessor:
         append_batch(small_frame(spark, [row], PINS), PINS, self.settings, app, batch_id)
         return latest
 
-    def history(self, spark: SparkSession, name: str, version: int | None) -> DataFrame:
-        """A dimension's history at `version`; no rows when it did not exist."""
-        target = history_table(DIMENSIONS[name][1])
-        found = read_table_at(spark, target, self.settings, version)
-        return found if found is not None else spark.createDataFrame([], target.spark_schema())
-
     def corrections(
         self,
         spark: SparkSession,
@@ -176,7 +172,9 @@ class EnrichmentProcessor:
         if previous is None or not table_exists(spark, ENRICHED, self.settings):
             return empty, empty
         changed = {
-            name: histories[name].exceptAll(self.history(spark, name, previous.get(name)))
+            name: histories[name].exceptAll(
+                history_at(spark, self.settings, name, previous.get(name))
+            )
             for name in DIMENSIONS
             if pins.get(name) != previous.get(name)
         }
@@ -207,6 +205,15 @@ class EnrichmentProcessor:
         )
         after = again.join(before.select("event_id", "event_date"), "event_id")
         return before, after.select(*ROW_COLUMNS)
+
+
+def history_at(
+    spark: SparkSession, settings: Settings, name: str, version: int | None
+) -> DataFrame:
+    """A dimension's history (DIMENSIONS) at `version`; no rows when it did not exist."""
+    target = history_table(DIMENSIONS[name][1])
+    found = read_table_at(spark, target, settings, version)
+    return found if found is not None else spark.createDataFrame([], target.spark_schema())
 
 
 def latest_rows(enriched: DataFrame) -> DataFrame:

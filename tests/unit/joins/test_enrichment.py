@@ -165,3 +165,35 @@ def test_a_retried_batch_joins_the_history_its_first_try_pinned(spark, lake) -> 
         "e2": ("vip", "kitchen", True),
         "e3": ("vip", "kitchen", False),
     }
+
+
+def test_the_judge_finds_the_stream_equal_and_names_an_event_it_got_wrong(spark, lake) -> None:
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from lakehouse.joins.reconcile import NothingToReconcile, reconcile_enrichment
+
+    settings, checkpoint = lake
+    with pytest.raises(NothingToReconcile, match="has completed no batch yet"):
+        reconcile_enrichment(spark, settings)
+    stream = EnrichmentProcessor(settings, checkpoint)
+    stream(silver(spark, [("e1", "u1", "p1", 10), ("e2", "u1", "p2", 20)]), 0)
+    write_history(
+        spark,
+        settings,
+        PRODUCTS,
+        [P1, version(PRODUCTS, ("p2", "Rake", "garden", Decimal("9.00")), 5, None, 25)],
+    )
+    stream(silver(spark, [("e3", "u1", "p2", 30)]), 1)
+    judged = reconcile_enrichment(spark, settings)
+    assert judged.equal and judged.batch_id == 1
+    assert (judged.events.compared, judged.windows.compared) == (3, 2)
+
+    # A row the stream got wrong: e1's category, as if joined with the wrong version.
+    rows = DeltaTable.forPath(spark, ENRICHED.path(settings))
+    rows.update("event_id = 'e1'", {"category": F.lit("garden")})
+    wrong = reconcile_enrichment(spark, settings)
+    assert (wrong.events.differing, wrong.windows.differing) == (1, 0)
+    [example] = wrong.events.examples
+    assert example.startswith("event_id=e1: ") and "'category': 'kitchen'" in example
+    assert "'category': 'garden'" in example.split("in the recompute")[1]

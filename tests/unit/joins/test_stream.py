@@ -1,7 +1,8 @@
 """The enrichment stream job on a local lakehouse: `python -m jobs.enrich --available-now`
 (in this process) reads silver.events as a Delta stream, and a second run goes on from its
-checkpoint, correcting what a dimension change since has changed; without silver it refuses
-in one line."""
+checkpoint, correcting what a dimension change since has changed, and the judge
+(`jobs.enrich_reconcile`) finds it equal; without silver the stream refuses in one line and
+the judge has nothing to compare."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+from jobs.contract import Exit, read_result
 from lakehouse.cdc.changelog import history_table
 from lakehouse.cdc.shop import PRODUCTS, USERS
 from lakehouse.core.config import Settings
@@ -96,11 +98,23 @@ def test_two_runs_enrich_what_silver_holds_and_correct_what_changed_between(
     assert [(r["events"], r["corrected"]) for r in progress] == [(2, 0), (1, 1)]
     assert len({r["app_id"] for r in progress}) == 1, "the second run went on from the first"
 
+    judged = run_job_here("jobs.enrich_reconcile", **env)
+    assert judged.returncode == 0, judged.stderr[-2000:]
+    result = read_result("enrich_reconcile", judged.stdout.splitlines())
+    assert result is not None and result["equal"] and result["batch_id"] == 1
+    assert result["events"] == {"compared": 3, "differing": 0}
+
 
 def test_without_silver_events_it_refuses_in_one_line(
     local_settings: Settings, tmp_path: Path, run_job_here: RunJob
 ) -> None:
-    ran = run_job_here("jobs.enrich", "--available-now", **env_of(local_settings, tmp_path))
-    assert ran.returncode == 1
+    env = env_of(local_settings, tmp_path)
+    ran = run_job_here("jobs.enrich", "--available-now", **env)
+    assert ran.returncode == Exit.CANNOT_RUN
     assert ran.stderr.startswith("enrichment stream: no silver.events at ")
     assert "run the speed layer first" in ran.stderr and "Traceback" not in ran.stderr
+    judged = run_job_here("jobs.enrich_reconcile", **env)
+    assert judged.returncode == Exit.NOTHING_TO_DO
+    assert judged.stderr == (
+        "enrich_reconcile: the enrichment stream has completed no batch yet: nothing compared\n"
+    )

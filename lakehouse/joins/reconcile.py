@@ -1,0 +1,127 @@
+"""The enrichment's judge: the stream's enriched events and revenue view against their
+recompute, as of the stream's last completed batch.
+
+The recompute joins the events the stream had enriched by then with the history tables at
+that batch's pins, all at once (lakehouse.transforms.enrichment, the stream's own functions),
+and sums the view from them. The stream must agree row for row: each event's latest row in
+silver.events_enriched is the recompute's row, and speed.revenue_by_segment's partial rows up
+to that batch, corrections included, add up to the recomputed view, window by window. Rows
+of a batch the stream is still writing (a later batch id) are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import read_table, table_exists
+from lakehouse.joins.enrichment import (
+    ENRICHED,
+    EVENT_COLUMNS,
+    PROGRESS,
+    REVENUE,
+    ROW_COLUMNS,
+    history_at,
+    latest_rows,
+    pins_of,
+)
+from lakehouse.transforms.enrichment import (
+    ENRICHED_COLUMNS,
+    VIEW_KEYS,
+    VIEW_MEASURES,
+    combine_revenue,
+    enrich_events,
+    revenue_by_segment,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+EXAMPLES = 5
+
+
+class NothingToReconcile(Exception):
+    """The enrichment stream has completed no batch yet."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    compared: int  # rows either side has
+    differing: int
+    examples: list[str] = field(default_factory=list)  # the first differing rows, by key
+
+
+@dataclass(frozen=True)
+class EnrichmentReconciliation:
+    batch_id: int
+    events: Comparison  # by event_id
+    windows: Comparison  # by the view's keys
+
+    @property
+    def equal(self) -> bool:
+        return self.events.differing == 0 and self.windows.differing == 0
+
+
+def reconcile_enrichment(spark: SparkSession, settings: Settings) -> EnrichmentReconciliation:
+    last = last_batch(spark, settings)
+    if last is None:
+        raise NothingToReconcile("the enrichment stream has completed no batch yet")
+    app, batch_id = last
+    pins = pins_of(spark, settings, app, batch_id)
+    assert pins is not None, "a completed batch recorded its pins first"
+    users, products = (
+        history_at(spark, settings, name, pins[name]) for name in ("users", "products")
+    )
+    done = read_table(spark, ENRICHED, settings).where(F.col("enriched_batch") <= batch_id)
+    stream_rows = latest_rows(done).select(*ROW_COLUMNS).localCheckpoint()
+    again = enrich_events(stream_rows.select(*EVENT_COLUMNS), users, products)
+    recomputed = again.join(stream_rows.select("event_id", "event_date"), "event_id").select(
+        *ROW_COLUMNS
+    )
+    partials = read_table(spark, REVENUE, settings).where(F.col("batch_id") <= batch_id)
+    return EnrichmentReconciliation(
+        batch_id,
+        compare(recomputed, stream_rows, ("event_id",), ENRICHED_COLUMNS),
+        compare(
+            combine_revenue(revenue_by_segment(recomputed)),
+            combine_revenue(partials.drop("batch_id")),
+            VIEW_KEYS,
+            VIEW_MEASURES,
+        ),
+    )
+
+
+def last_batch(spark: SparkSession, settings: Settings) -> tuple[str, int] | None:
+    """The (app id, batch id) of the stream's last completed batch, or None."""
+    if not table_exists(spark, PROGRESS, settings):
+        return None
+    rows = read_table(spark, PROGRESS, settings).orderBy(F.desc("processed_at")).limit(1)
+    found = rows.collect()
+    return (found[0]["app_id"], int(found[0]["batch_id"])) if found else None
+
+
+def compare(
+    recomputed: DataFrame, stream: DataFrame, keys: tuple[str, ...], values: tuple[str, ...]
+) -> Comparison:
+    """Rows by `keys`: how many either side has, how many differ in `values` (or are on one
+    side only), and the first of those named."""
+    left = recomputed.select(*keys, F.struct(*values).alias("_recomputed"))
+    right = stream.select(*keys, F.struct(*values).alias("_stream"))
+    both = left.join(right, list(keys), "full_outer")
+    differing = both.where(~F.col("_recomputed").eqNullSafe(F.col("_stream")))
+    first = differing.orderBy(*keys).limit(EXAMPLES).collect()
+    examples = [
+        ", ".join(f"{k}={row[k]}" for k in keys)
+        + f": {_side(row['_recomputed'])} in the recompute, {_side(row['_stream'])} in the stream"
+        for row in first
+    ]
+    return Comparison(both.count(), differing.count(), examples)
+
+
+def _side(value: object) -> str:
+    return (
+        "nothing" if value is None else str(value.asDict() if hasattr(value, "asDict") else value)
+    )
