@@ -28,6 +28,7 @@ from lakehouse.cdc.connector import (
     connector_status,
     register_connector,
     restart_connector,
+    wait_until_committed,
     wait_until_running,
 )
 from lakehouse.cdc.database import connect
@@ -65,6 +66,10 @@ def ensure_connector(
         done.append(f"restarted it ({describe(status)})")
         restart_connector(cdc)
     status = wait_until_running(cdc, timeout)
+    if done[:1] == [f"registered connector {cdc.connector_name}"]:
+        # Until its first commit a crash of the worker would lose versions (see the wait).
+        wait_until_committed(cdc, timeout)
+        done.append("its snapshot's offset committed")
     return CaptureCheck("; ".join([*done, describe(status)]), status)
 
 

@@ -11,7 +11,6 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from psycopg import sql
@@ -22,6 +21,7 @@ from lakehouse.cdc.connector import _name, _request, connector_status
 from lakehouse.cdc.supervisor import ChangelogSupervisor
 from lakehouse.core.config import CdcSettings, Settings
 from tests.conftest import RUN_ID
+from tests.integration.cdc_capture import database
 
 DAG_ID = "cdc"
 # A run starts Spark for the changelog stream and waits for its first batch.
@@ -33,23 +33,11 @@ def cdc(minio_settings: Settings, connect_up: str) -> CdcSettings:
     return minio_settings.cdc
 
 
-def _db(cdc: CdcSettings) -> psycopg.Connection[Any]:
-    assert cdc.password is not None
-    return psycopg.connect(
-        host=cdc.database_host,
-        port=cdc.database_port,
-        dbname=cdc.database,
-        user=cdc.user,
-        password=cdc.password.get_secret_value(),
-        autocommit=True,
-    )
-
-
 @pytest.fixture(scope="module")
 def tables(cdc: CdcSettings) -> Iterator[dict[str, str]]:
     """A new table with a primary key and three rows, and one without a key; dropped after."""
     names = {"keyed": f"carts_{RUN_ID}", "keyless": f"notes_{RUN_ID}"}
-    with _db(cdc) as db:
+    with database(cdc) as db:
         db.execute(
             sql.SQL("CREATE TABLE {} (cart_id text PRIMARY KEY, items int NOT NULL)").format(
                 sql.Identifier(names["keyed"])
@@ -62,7 +50,7 @@ def tables(cdc: CdcSettings) -> Iterator[dict[str, str]]:
         )
         db.execute(sql.SQL("CREATE TABLE {} (note text)").format(sql.Identifier(names["keyless"])))
     yield names
-    with _db(cdc) as db:
+    with database(cdc) as db:
         for name in names.values():
             db.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
 
