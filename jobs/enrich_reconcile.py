@@ -48,20 +48,25 @@ def main(argv: list[str]) -> Exit:
         return Exit.CANNOT_RUN
     for what, seen in (("events", judged.events), ("windows", judged.windows)):
         say(f"{what}: {seen.compared} compared, {seen.differing} differ")
+    as_of = f"as of enrichment batch {judged.batch_id}"
+    verdict = (
+        f"enrichment reconciliation passed, {as_of}: every event and window equals its recompute"
+        if judged.equal
+        else f"enrichment reconciliation failed, {as_of}: "
+        f"{judged.events.differing} of {judged.events.compared} events and "
+        f"{judged.windows.differing} of {judged.windows.compared} windows differ"
+    )
     result = {
         "batch_id": judged.batch_id,
         "equal": judged.equal,
+        "verdict": verdict,
         "events": {"compared": judged.events.compared, "differing": judged.events.differing},
         "windows": {"compared": judged.windows.compared, "differing": judged.windows.differing},
+        "failures": [*judged.events.examples, *judged.windows.examples],
     }
     say(result_line(JOB, result))
     if not judged.equal:
-        first = [*judged.events.examples, *judged.windows.examples]
-        print(
-            f"enrichment differs from its recompute as of batch {judged.batch_id}:\n"
-            + "\n".join(first),
-            file=sys.stderr,
-        )
+        print("\n".join([verdict, *result["failures"]]), file=sys.stderr)
         return Exit.CHECKS_FAILED
     return Exit.OK
 

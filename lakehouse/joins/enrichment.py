@@ -68,7 +68,10 @@ DIMENSIONS: dict[str, tuple[Dimension, CapturedTable]] = {
     "products": (PRODUCT, PRODUCTS),
 }
 
-Pins = Mapping[str, int | None]  # captured table -> its history's version (None: none yet)
+# captured table -> its history's version (None: none yet), and SILVER_PIN -> the version of
+# silver.events when the batch pinned (the newest it can have read: the supervisor's lag).
+Pins = Mapping[str, int | None]
+SILVER_PIN = "silver"
 
 
 class EnrichmentProcessor:
@@ -148,6 +151,7 @@ class EnrichmentProcessor:
             name: table_version(spark, history_table(captured), self.settings)
             for name, (_, captured) in DIMENSIONS.items()
         }
+        latest[SILVER_PIN] = table_version(spark, table("silver.events"), self.settings)
         row = {
             "app_id": app,
             "batch_id": batch_id,
@@ -249,5 +253,5 @@ def previous_pins(spark: SparkSession, settings: Settings, app: str, batch_id: i
 
 
 def _versions(stored: Mapping[str, int] | None) -> dict[str, int | None]:
-    stored = stored or {}
-    return {name: stored.get(name) for name in DIMENSIONS}
+    """Stored pins, a dimension whose history did not exist then as None."""
+    return {name: None for name in DIMENSIONS} | dict(stored or {})

@@ -1,0 +1,111 @@
+"""Start, stop and judge the enrichment stream (jobs.enrich) as a detached process: the speed
+layer's supervisor (lakehouse.speed.supervisor.StreamSupervisor) with the enrichment job, its
+stop file and its own pid, log, hold and lock files, judged from ops.enrichment_progress.
+
+Lag: commits of silver.events newer than the newest one a batch can have read (the version of
+silver it pinned). The stream is stale when its newest progress row (or its start, if later)
+is older than speed.stale_after_seconds while silver has such commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.core.config import Settings
+from lakehouse.core.paths import enrichment_stop_file
+from lakehouse.speed.supervisor import StreamSupervisor, SupervisedStream
+
+if TYPE_CHECKING:
+    from lakehouse.speed.progress import Health
+
+
+def enrichment_stream() -> SupervisedStream:
+    return SupervisedStream(
+        "enrich", "jobs.enrich", enrichment_stop_file(), "the enrichment stream"
+    )
+
+
+class EnrichmentSupervisor(StreamSupervisor):
+    """The enrichment stream, judged from ops.enrichment_progress and silver's version."""
+
+    def __init__(self, settings: Settings, run_dir: Path | None = None) -> None:
+        super().__init__(settings, enrichment_stream(), run_dir)
+
+    def judge(self, running_since: datetime | None) -> Health:
+        from lakehouse.core.small_tables import table_version
+        from lakehouse.core.tables import table
+        from lakehouse.joins.enrichment import PROGRESS
+        from lakehouse.speed.progress import latest_progress
+
+        rows = latest_progress(self.settings, 1, PROGRESS, map_columns=("versions",))
+        silver = table_version(self.settings, table("silver.events"))
+        return judge_enrichment(rows, datetime.now(UTC), silver, self.settings, running_since)
+
+
+def judge_enrichment(
+    rows: Sequence[Mapping[str, Any]],
+    now: datetime,
+    silver_version: int | None,
+    settings: Settings,
+    running_since: datetime | None = None,
+) -> Health:
+    """The enrichment stream's verdict from its newest progress rows (newest first) and the
+    latest version of silver.events: stale (restart it), starting (no batch yet while silver
+    has events) or healthy."""
+    from lakehouse.joins.enrichment import SILVER_PIN
+    from lakehouse.speed.progress import Health
+
+    newest = rows[0] if rows else None
+    read = (newest.get("versions") or {}).get(SILVER_PIN) if newest else None
+    if silver_version is None:
+        waiting = 0
+    else:
+        waiting = silver_version + 1 if read is None else max(0, silver_version - int(read))
+    batch = int(newest["batch_id"]) if newest else None
+    at = _utc(newest["processed_at"]) if newest else None
+    signs = [s for s in (at, _utc(running_since) if running_since else None) if s is not None]
+    last = max(signs, default=None)
+    idle = (now - last).total_seconds() if last else 0.0
+    limit = settings.speed.stale_after_seconds
+    last_batch = (
+        f"{batch} at {at:%Y-%m-%d %H:%M:%S}Z, {newest['events']:,} events, "
+        f"{newest['corrected']:,} corrected"
+        if newest and at
+        else "none yet"
+    )
+    if waiting and last is not None and idle > limit:
+        return Health(
+            "stale",
+            f"stale: no enrichment batch for {idle:.0f} s (limit {limit} s) while silver.events "
+            f"has {waiting:,} newer commits; last batch: {last_batch}",
+            "restart",
+            waiting,
+            batch,
+            at,
+        )
+    started = running_since is not None and (at is None or at < _utc(running_since))
+    if waiting and (newest is None or started):
+        return Health(
+            "starting",
+            f"starting: no enrichment batch yet since the stream started; silver.events has "
+            f"{waiting:,} commits to read",
+            "wait",
+            waiting,
+            batch,
+            at,
+        )
+    return Health(
+        "healthy",
+        f"healthy: last enrichment batch {last_batch}; silver.events has {waiting:,} newer commits",
+        "none",
+        waiting,
+        batch,
+        at,
+    )
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
