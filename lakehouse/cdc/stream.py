@@ -23,10 +23,8 @@ from lakehouse.cdc.capture import ensure_changelog_topics
 from lakehouse.cdc.changelog import ChangelogProcessor
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_kafka_stream
-from lakehouse.core.locks import exclusive_writer
-from lakehouse.core.storage import ensure_bucket
 from lakehouse.core.tables import CDC
-from lakehouse.speed.stream import StopRequest, run_until_stopped, start_spark
+from lakehouse.speed.stream import run_stream, started
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,11 +55,7 @@ def start_changelog_query(
         .foreachBatch(ChangelogProcessor(settings, checkpoint))
         .option("checkpointLocation", checkpoint)
     )
-    if available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{settings.speed.trigger_interval_seconds} seconds")
-    return writer.start()
+    return started(writer, settings, available_now)
 
 
 def run_changelog(
@@ -69,19 +63,13 @@ def run_changelog(
 ) -> None:
     """Run the changelog stream until asked to stop (or, `available_now`, until it has read
     what the topics hold). Raises QueryFailedError when the query stops on an error."""
-    stop = StopRequest(stop_file)
-    if settings.storage.on_s3:
-        ensure_bucket(settings)
     # Debezium makes a table's topic only with its first change; the query needs them all.
     ensure_changelog_topics(settings)
-    with exclusive_writer(settings, CDC):
-        # Only once the job can run: a stale request must not stop the new run, but a run that
-        # cannot start (another one holds the lock) must leave a pending request as it is.
-        stop.stop_file.unlink(missing_ok=True)
-        spark = start_spark(settings, stop)
-        query = start_changelog_query(spark, settings, available_now)
-        say(
-            f"==> changelog stream running (query id {query.id}); stop with Ctrl-C, SIGTERM "
-            f"or `touch {stop.stop_file}`"
-        )
-        run_until_stopped(query, stop, say=say)
+    run_stream(
+        settings,
+        CDC,
+        "changelog stream",
+        stop_file,
+        lambda spark: start_changelog_query(spark, settings, available_now),
+        say,
+    )

@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import appended_rows
-from lakehouse.core.locks import exclusive_writer
-from lakehouse.core.storage import StorageError, ensure_bucket
+from lakehouse.core.storage import StorageError
 from lakehouse.core.tables import ENRICH, table
 from lakehouse.joins.enrichment import EnrichmentProcessor
-from lakehouse.speed.stream import StopRequest, run_until_stopped, start_spark
+from lakehouse.speed.stream import run_stream, started
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,11 +50,7 @@ def start_enrichment_query(
         .foreachBatch(EnrichmentProcessor(settings, checkpoint))
         .option("checkpointLocation", checkpoint)
     )
-    if available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{settings.speed.trigger_interval_seconds} seconds")
-    return writer.start()
+    return started(writer, settings, available_now)
 
 
 def run_enrichment(
@@ -63,16 +58,11 @@ def run_enrichment(
 ) -> None:
     """Run the enrichment stream until asked to stop (or, `available_now`, until it has read
     what silver holds). Raises QueryFailedError when the query stops on an error."""
-    stop = StopRequest(stop_file)
-    if settings.storage.on_s3:
-        ensure_bucket(settings)
-    with exclusive_writer(settings, ENRICH):
-        # Only once the job can run (as the other streams: a refused run keeps a request).
-        stop.stop_file.unlink(missing_ok=True)
-        spark = start_spark(settings, stop)
-        query = start_enrichment_query(spark, settings, available_now)
-        say(
-            f"==> enrichment stream running (query id {query.id}); stop with Ctrl-C, SIGTERM "
-            f"or `touch {stop.stop_file}`"
-        )
-        run_until_stopped(query, stop, say=say)
+    run_stream(
+        settings,
+        ENRICH,
+        "enrichment stream",
+        stop_file,
+        lambda spark: start_enrichment_query(spark, settings, available_now),
+        say,
+    )

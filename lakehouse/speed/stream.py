@@ -28,7 +28,7 @@ from lakehouse.speed.micro_batch import KeptVersions, MicroBatchProcessor, Speed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 QUERY_NAME = "speed_layer"
 
@@ -66,11 +66,17 @@ def start_query(
         .foreachBatch(processor)
         .option("checkpointLocation", checkpoint)
     )
+    return started(writer, settings, available_now)
+
+
+def started(writer: DataStreamWriter, settings: Settings, available_now: bool) -> StreamingQuery:
+    """A stream's query started: until it has read what its source holds now
+    (`available_now`), or a batch every speed.trigger_interval_seconds until stopped."""
     if available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{settings.speed.trigger_interval_seconds} seconds")
-    return writer.start()
+        return writer.trigger(availableNow=True).start()
+    return writer.trigger(
+        processingTime=f"{settings.speed.trigger_interval_seconds} seconds"
+    ).start()
 
 
 class QueryFailedError(Exception):
@@ -170,18 +176,38 @@ def run_speed_layer(
 ) -> None:
     """Run the live speed layer until it is asked to stop (or, `available_now`, until it has
     read what the log holds). Raises QueryFailedError when the query stops on an error."""
+    ensure_topic(settings)
+    run_stream(
+        settings,
+        QUERY_NAME,
+        "speed layer",
+        stop_file,
+        lambda spark: start_query(spark, settings, SpeedOutputs.live(), available_now),
+        say,
+    )
+
+
+def run_stream(
+    settings: Settings,
+    writer: str,
+    title: str,
+    stop_file: Path,
+    start: Callable[[SparkSession], StreamingQuery],
+    say: Callable[[str], None],
+) -> None:
+    """Run the query `start` starts, as `writer` (its lock held throughout), until it ends or
+    is asked to stop (Ctrl-C, SIGTERM, `stop_file`). `title` names it in what it says."""
     stop = StopRequest(stop_file)
     if settings.storage.on_s3:
         ensure_bucket(settings)
-    ensure_topic(settings)
-    with exclusive_writer(settings, QUERY_NAME):
+    with exclusive_writer(settings, writer):
         # Only once the job can run: a stale request must not stop the new run, but a run that
         # cannot start (another one holds the lock) must leave a pending request as it is.
         stop.stop_file.unlink(missing_ok=True)
         spark = start_spark(settings, stop)
-        query = start_query(spark, settings, SpeedOutputs.live(), available_now)
+        query = start(spark)
         say(
-            f"==> speed layer running (query id {query.id}); stop with Ctrl-C, SIGTERM or "
+            f"==> {title} running (query id {query.id}); stop with Ctrl-C, SIGTERM or "
             f"`touch {stop.stop_file}`"
         )
         run_until_stopped(query, stop, say=say)
