@@ -38,8 +38,9 @@ from lakehouse.core.delta_io import (
     read_table_at,
     small_frame,
     table_exists,
-    table_version,
 )
+from lakehouse.core.small_tables import table_version as latest_version
+from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.core.tables import ENRICH, table
 from lakehouse.transforms.as_of import Dimension
 from lakehouse.transforms.enrichment import (
@@ -84,6 +85,10 @@ class EnrichmentProcessor:
         # As the changelog stream's: the batch after the last one committed here, unless begun.
         self._next: int | None = None
         self._begun: int | None = None
+        # The pins of the batch this processor committed last, and the history it joined
+        # (small, read once per version rather than once per batch).
+        self._pinned: tuple[int, Pins] | None = None
+        self._histories: dict[tuple[str, int | None], DataFrame] = {}
 
     def app_id(self, spark: SparkSession) -> str:
         if self._app_id is None:
@@ -97,18 +102,45 @@ class EnrichmentProcessor:
         untried = self._next == batch_id and self._begun != batch_id
         self._begun = batch_id
         pins = self.pin(spark, app, batch_id, untried)
-        histories = {
-            name: history_at(spark, self.settings, name, pins.get(name)) for name in DIMENSIONS
-        }
+        histories = {name: self.history(spark, name, pins.get(name)) for name in DIMENSIONS}
         events = batch.select(*EVENT_COLUMNS, "event_date").localCheckpoint()
+        held = [events]
+        try:
+            self.write(spark, app, batch_id, untried, pins, histories, events, held, started)
+        finally:
+            # Spark keeps a local checkpoint's blocks until its JVM collects them.
+            for frame in held:
+                release_local_checkpoint(frame)
+        self._next = batch_id + 1
+        self._pinned = (batch_id, pins)
+
+    def write(
+        self,
+        spark: SparkSession,
+        app: str,
+        batch_id: int,
+        untried: bool,
+        pins: Pins,
+        histories: Mapping[str, DataFrame],
+        events: DataFrame,
+        held: list[DataFrame],
+        started: float,
+    ) -> None:
+        """The batch's enriched rows, corrections, partial rows and progress row."""
         fresh = enrich_events(events.drop("event_date"), histories["users"], histories["products"])
-        fresh = fresh.join(events.select("event_id", "event_date"), "event_id")
-        before, after = self.corrections(spark, app, batch_id, pins, histories)
-        corrected = corrected_rows(before, after).localCheckpoint()
-        rows = self.stamped(fresh, batch_id, False).unionByName(
-            self.stamped(corrected, batch_id, True)
-        )
-        partials = revenue_by_segment(fresh).unionByName(correction_partials(before, after))
+        fresh = fresh.join(events.select("event_id", "event_date"), "event_id").localCheckpoint()
+        held.append(fresh)
+        rows = self.stamped(fresh, batch_id, False)
+        partials = revenue_by_segment(fresh)
+        corrected_count = 0
+        changes = self.corrections(spark, app, batch_id, pins, histories)
+        if changes is not None:
+            before, after = changes
+            corrected = corrected_rows(before, after).localCheckpoint()
+            held += [before, corrected]
+            corrected_count = corrected.count()
+            rows = rows.unionByName(self.stamped(corrected, batch_id, True))
+            partials = partials.unionByName(correction_partials(before, after))
         settings = self.settings
         append_batch(rows, ENRICHED, settings, app, batch_id, untried=untried)
         append_batch(
@@ -123,13 +155,13 @@ class EnrichmentProcessor:
             "app_id": app,
             "batch_id": batch_id,
             "events": events.count(),
-            "corrected": corrected.count(),
+            "corrected": corrected_count,
             "versions": {k: v for k, v in pins.items() if v is not None},
             "processed_at": datetime.now(UTC),
             "duration_seconds": round(time.monotonic() - started, 3),
         }
-        append_batch(small_frame(spark, [row], PROGRESS), PROGRESS, settings, app, batch_id)
-        self._next = batch_id + 1
+        progress = small_frame(spark, [row], PROGRESS)
+        append_batch(progress, PROGRESS, settings, app, batch_id, untried=untried)
 
     @staticmethod
     def stamped(rows: DataFrame, batch_id: int, corrected: bool) -> DataFrame:
@@ -147,19 +179,31 @@ class EnrichmentProcessor:
             found = pins_of(spark, self.settings, app, batch_id)
             if found is not None:
                 return found
+        # The latest versions, read by delta-rs (no Spark job; the same snapshot Spark reads).
         latest = {
-            name: table_version(spark, history_table(captured), self.settings)
+            name: latest_version(self.settings, history_table(captured))
             for name, (_, captured) in DIMENSIONS.items()
         }
-        latest[SILVER_PIN] = table_version(spark, table("silver.events"), self.settings)
+        latest[SILVER_PIN] = latest_version(self.settings, table("silver.events"))
         row = {
             "app_id": app,
             "batch_id": batch_id,
             "versions": {k: v for k, v in latest.items() if v is not None},
             "pinned_at": datetime.now(UTC),
         }
-        append_batch(small_frame(spark, [row], PINS), PINS, self.settings, app, batch_id)
+        pinned = small_frame(spark, [row], PINS)
+        append_batch(pinned, PINS, self.settings, app, batch_id, untried=untried)
         return latest
+
+    def history(self, spark: SparkSession, name: str, version: int | None) -> DataFrame:
+        """A dimension's history at `version`, read once per version."""
+        key = (name, version)
+        if key not in self._histories:
+            for old in [k for k in self._histories if k[0] == name]:
+                release_local_checkpoint(self._histories.pop(old))
+            found = history_at(spark, self.settings, name, version)
+            self._histories[key] = found.localCheckpoint()
+        return self._histories[key]
 
     def corrections(
         self,
@@ -168,13 +212,16 @@ class EnrichmentProcessor:
         batch_id: int,
         pins: Pins,
         histories: Mapping[str, DataFrame],
-    ) -> tuple[DataFrame, DataFrame]:
+    ) -> tuple[DataFrame, DataFrame] | None:
         """The earlier events a change since the previous batch's pins may re-enrich: their
-        latest rows (before) and their enrichment at `pins` (after)."""
-        empty = spark.createDataFrame([], ENRICHED.spark_schema()).select(*ROW_COLUMNS)
-        previous = previous_pins(spark, self.settings, app, batch_id)
+        latest rows (before) and their enrichment at `pins` (after); None when no history
+        changed since."""
+        if self._pinned is not None and self._pinned[0] == batch_id - 1:
+            previous: Pins | None = self._pinned[1]
+        else:
+            previous = previous_pins(spark, self.settings, app, batch_id)
         if previous is None or not table_exists(spark, ENRICHED, self.settings):
-            return empty, empty
+            return None
         changed = {
             name: histories[name].exceptAll(
                 history_at(spark, self.settings, name, previous.get(name))
@@ -183,7 +230,7 @@ class EnrichmentProcessor:
             if pins.get(name) != previous.get(name)
         }
         if not changed:
-            return empty, empty
+            return None
         earlier = read_table(spark, ENRICHED, self.settings).where(
             F.col("enriched_batch") < batch_id
         )

@@ -92,7 +92,8 @@ def as_of_join(
         & (F.col("_v.valid_from") <= at)
         & (F.col("_v.valid_to").isNull() | (at < F.col("_v.valid_to")))
     )
-    candidates = events.alias("_e").join(versions, holds, "left")
+    # A dimension's history is small beside the events: sent to every task, not shuffled.
+    candidates = events.alias("_e").join(F.broadcast(versions), holds, "left")
     latest = Window.partitionBy(F.col(f"_e.{identity}")).orderBy(F.col("_v._lsn").desc_nulls_last())
     chosen = candidates.withColumn("_pick", F.row_number().over(latest)).where("_pick = 1")
 
@@ -100,7 +101,7 @@ def as_of_join(
         F.min("valid_from").alias("_first_from")
     )
     judged = chosen.select("_e.*", "_v._lsn", *(f"_v._d_{c}" for c in dimension.columns)).join(
-        first_from.alias("_f"), F.col(dimension.event_key) == F.col("_f._key"), "left"
+        F.broadcast(first_from).alias("_f"), F.col(dimension.event_key) == F.col("_f._key"), "left"
     )
     status = (
         F.when(F.col(dimension.event_key).isNull(), F.lit(NO_KEY))
