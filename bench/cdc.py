@@ -237,9 +237,15 @@ def own_rows(verb: str, settings: Settings, table: str) -> Any:
     )
 
 
-def current_rows(spark: SparkSession, settings: Settings) -> int:
+def current_rows(spark: SparkSession, settings: Settings, run: str) -> int:
+    """The current rows under the run's key prefix (the snapshot also brings any other rows
+    the shop holds), to set beside live_keys."""
+    from pyspark.sql import functions as F
+
     return sum(
-        read_table(spark, current_table(CAPTURED[name]), settings).count()
+        read_table(spark, current_table(CAPTURED[name]), settings)
+        .where(F.col(TABLE_KEYS[name]).startswith(key_prefix(run)))
+        .count()
         for name in settings.cdc.tables
     )
 
@@ -265,7 +271,7 @@ def stream_catch_up(
         "ratio_to_connect": round(changes / seconds / baseline["changes_per_second"], 3),
         "first_commit_to_current_seconds_sequential": round(whole_run, 2),
         "changes_per_second_sequential": round(changes / whole_run),
-        "current_rows": current_rows(spark, settings),
+        "current_rows": current_rows(spark, settings, run),
         "live_rows_in_postgres": live_keys(settings, run),
         "last_batch_id": int(progress["batch_id"].max()),
     }
@@ -385,7 +391,7 @@ def latency_under_load(
         "second_half_p50_seconds": round(float(second.quantile(0.5)), 2),
         "first_half_p99_seconds": round(float(first.quantile(0.99)), 2),
         "second_half_p99_seconds": round(float(second.quantile(0.99)), 2),
-        "current_rows": current_rows(spark, settings),
+        "current_rows": current_rows(spark, settings, run),
         "live_rows_in_postgres": live_keys(settings, run),
     }
     result["lag_growing"] = bool(
