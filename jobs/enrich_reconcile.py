@@ -56,17 +56,18 @@ def main(argv: list[str]) -> Exit:
         f"{judged.events.differing} of {judged.events.compared} events and "
         f"{judged.windows.differing} of {judged.windows.compared} windows differ"
     )
+    failures = [*judged.events.examples, *judged.windows.examples]
     result = {
         "batch_id": judged.batch_id,
         "equal": judged.equal,
         "verdict": verdict,
         "events": {"compared": judged.events.compared, "differing": judged.events.differing},
         "windows": {"compared": judged.windows.compared, "differing": judged.windows.differing},
-        "failures": [*judged.events.examples, *judged.windows.examples],
+        "failures": failures,
     }
     say(result_line(JOB, result))
     if not judged.equal:
-        print("\n".join([verdict, *result["failures"]]), file=sys.stderr)
+        print("\n".join([verdict, *failures]), file=sys.stderr)
         return Exit.CHECKS_FAILED
     return Exit.OK
 
