@@ -324,16 +324,19 @@ def assert_tables_as_the_ledger_says(
 
 
 def assert_progress_adds_up(settings: Settings, cdc: CdcSettings, quarantined: int = 0) -> None:
-    """Every record of the capture's topics read, and each row change applied, once."""
+    """Every record of the capture's topics up to where the stream read (from offset 0)
+    read once, and each row change applied once. Not "up to the topics' ends": the capture
+    takes every row of the shop's tables, and other tests write to them meanwhile (the
+    ledger checks say each of this test's changes arrived)."""
     progress = progress_rows(settings)
-    ends = end_offsets(settings, cdc)
-    assert sum(p["records"] for p in progress) == sum(ends.values())
-    assert sum(p["quarantined"] for p in progress) == quarantined
     reached: dict[str, int] = {}
     for p in progress:
         for where, offset in p["offsets"].items():
             reached[where] = max(reached.get(where, 0), offset)
-    assert reached == {where: end for where, end in ends.items() if end > 0}
+    assert sum(p["records"] for p in progress) == sum(reached.values()), "each record once"
+    assert sum(p["quarantined"] for p in progress) == quarantined
+    ends = end_offsets(settings, cdc)
+    assert all(where in ends and offset <= ends[where] for where, offset in reached.items())
     bronze = bronze_changes(settings)
     for name, rows in bronze.items():
         distinct = {(r["key_json"], r["lsn"]) for r in rows if not r["tombstone"]}
