@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.config import Settings
 from lakehouse.core.paths import cdc_stop_file
+from lakehouse.core.times import as_utc
 from lakehouse.speed.supervisor import StreamSupervisor, SupervisedStream
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def changelog_lag(
     from lakehouse.core.kafka_offsets import end_offsets, log_bounds, offsets_at
 
     done = read_offsets(rows)
-    oldest = min((_utc(r["processed_at"]) for r in rows), default=None)
+    oldest = min((as_utc(r["processed_at"]) for r in rows), default=None)
     lag = {}
     for name in settings.cdc.tables:
         topic = settings.cdc.topic(name)
@@ -97,14 +98,13 @@ def judge_changelog(
     """The changelog stream's verdict from its newest progress rows (newest first) and its lag
     per topic partition: stale (restart it), starting (no batch yet while records wait) or
     healthy."""
-    from lakehouse.speed.progress import Health
+    from lakehouse.speed.progress import Health, last_sign_of_life
 
     waiting = sum(lag.values())
     newest = rows[0] if rows else None
     batch = int(newest["batch_id"]) if newest else None
-    at = _utc(newest["processed_at"]) if newest else None
-    signs = [s for s in (at, _utc(running_since) if running_since else None) if s is not None]
-    last = max(signs, default=None)
+    at = as_utc(newest["processed_at"]) if newest else None
+    last = last_sign_of_life(at, running_since)
     idle = (now - last).total_seconds() if last else 0.0
     behind = ", ".join(f"{key} {n:,}" for key, n in sorted(lag.items()) if n) or "none"
     limit = settings.speed.stale_after_seconds
@@ -118,7 +118,7 @@ def judge_changelog(
             batch,
             at,
         )
-    started = running_since is not None and (at is None or at < _utc(running_since))
+    started = running_since is not None and (at is None or at < as_utc(running_since))
     if waiting and (newest is None or started):
         return Health(
             "starting",
@@ -145,10 +145,6 @@ def _describe(row: Mapping[str, Any] | None) -> str:
     applied = row.get("applied") or {}
     changes = ", ".join(f"{t} {n}" for t, n in sorted(applied.items()) if n) or "no row changes"
     return (
-        f"{row['batch_id']} at {_utc(row['processed_at']):%Y-%m-%d %H:%M:%S}Z, "
+        f"{row['batch_id']} at {as_utc(row['processed_at']):%Y-%m-%d %H:%M:%S}Z, "
         f"{row.get('records') or 0:,} records ({changes})"
     )
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.config import Settings
 from lakehouse.core.paths import enrichment_stop_file
+from lakehouse.core.times import as_utc
 from lakehouse.speed.supervisor import StreamSupervisor, SupervisedStream
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def judge_enrichment(
     latest version of silver.events: stale (restart it), starting (no batch yet while silver
     has events) or healthy."""
     from lakehouse.joins.enrichment import SILVER_PIN
-    from lakehouse.speed.progress import Health
+    from lakehouse.speed.progress import Health, last_sign_of_life
 
     newest = rows[0] if rows else None
     read = (newest.get("versions") or {}).get(SILVER_PIN) if newest else None
@@ -65,9 +66,8 @@ def judge_enrichment(
     else:
         waiting = silver_version + 1 if read is None else max(0, silver_version - int(read))
     batch = int(newest["batch_id"]) if newest else None
-    at = _utc(newest["processed_at"]) if newest else None
-    signs = [s for s in (at, _utc(running_since) if running_since else None) if s is not None]
-    last = max(signs, default=None)
+    at = as_utc(newest["processed_at"]) if newest else None
+    last = last_sign_of_life(at, running_since)
     idle = (now - last).total_seconds() if last else 0.0
     limit = settings.speed.stale_after_seconds
     last_batch = (
@@ -86,7 +86,7 @@ def judge_enrichment(
             batch,
             at,
         )
-    started = running_since is not None and (at is None or at < _utc(running_since))
+    started = running_since is not None and (at is None or at < as_utc(running_since))
     if waiting and (newest is None or started):
         return Health(
             "starting",
@@ -105,7 +105,3 @@ def judge_enrichment(
         batch,
         at,
     )
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment

@@ -119,10 +119,7 @@ def judge_health(
         at = _utc(newest["processed_at"]) if newest else None
         return Health(status, message, remedy, waiting, batch, at)
 
-    # The staleness clock runs from the last sign of life: a batch, or the process's start.
-    signs = [_utc(newest["processed_at"])] if newest else []
-    signs += [_utc(running_since)] if running_since else []
-    last = max(signs, default=None)
+    last = last_sign_of_life(newest["processed_at"] if newest else None, running_since)
     idle = (now - last).total_seconds() if last else 0.0
 
     if waiting and last is not None and idle > speed.stale_after_seconds:
@@ -194,6 +191,15 @@ def _describe_batch(row: Mapping[str, Any] | None) -> str:
         + f", lag {row['total_lag'] if row.get('total_lag') is not None else '?'}"
         + (f", freshness {fresh:,.1f} s" if fresh is not None else "")
     )
+
+
+def last_sign_of_life(
+    last_batch_at: datetime | None, running_since: datetime | None
+) -> datetime | None:
+    """When a stream last showed it lives, which its staleness clock runs from: its newest
+    batch, or its process's start if later (None: neither is known)."""
+    signs = [_utc(t) for t in (last_batch_at, running_since) if t is not None]
+    return max(signs, default=None)
 
 
 def _utc(moment: datetime) -> datetime:
