@@ -41,12 +41,16 @@ class _Frozen(BaseModel):
 class KafkaSettings(_Frozen):
     bootstrap_servers: str = Field(min_length=1)
     topic: str = Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")
+    # The commerce topics (docs/joins.md): payments, and the order lifecycle events
+    # that are the source of truth for orders' state. Both keyed by order_id.
+    payments_topic: str = Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")
+    order_events_topic: str = Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")
     partitions: int = Field(ge=1, le=1000)
     retention_ms: int = Field(ge=-1)
     min_read_tasks: int = Field(ge=1, le=10000)
     connect_timeout_seconds: float = Field(gt=0)
 
-    @field_validator("topic")
+    @field_validator("topic", "payments_topic", "order_events_topic")
     @classmethod
     def _not_dots(cls, value: str) -> str:
         if value in (".", ".."):  # Kafka's own rule, beside the pattern: they name folders

@@ -93,6 +93,8 @@ RECONCILE = "reconcile"
 QUALITY = "quality"  # jobs/quality.py: Great Expectations suites on the tables' snapshots
 CDC = "cdc"  # the changelog stream: bronze.<table>_changes, silver.<table>_current/_history
 ENRICH = "enrich"  # the enrichment stream: silver.events_enriched and its revenue view
+COMMERCE = "commerce"  # the commerce stream: payments, order events, the order state they fold to
+JOINS = "stream_joins"  # the windowed stream-stream joins: attribution, orders with payments
 
 # Column sets several tables share.
 EVENT = (
@@ -199,6 +201,13 @@ CDC_PROGRESS = (
     "processed_at timestamp, duration_seconds double"
 )
 CDC_PROGRESS_CHECKPOINT_INTERVAL = 179
+# The table-table view the changelog stream maintains: each current user with the count and
+# spend of their current orders (lakehouse.transforms.user_orders).
+USER_ORDERS = (
+    "user_id string, segment string, country string, orders bigint, spend decimal(38,2), "
+    "last_order_at timestamp, users_lsn bigint, orders_lsn bigint"
+)
+USER_ORDERS_CHECKPOINT_INTERVAL = 181
 # The changelog stream commits every table each micro-batch (primes, as the speed layer's):
 # the quarantine's, then each captured table's changes, current and history in turn.
 CDC_CHECKPOINT_INTERVALS = (127, 131, 137, 139, 149, 151, 157, 163, 167, 173)
@@ -261,6 +270,16 @@ def _cdc_tables() -> list[Table]:
             checkpoint_interval=CDC_PROGRESS_CHECKPOINT_INTERVAL,
         )
     )
+    tables.append(
+        Table(
+            "silver.user_orders",
+            CDC,
+            "Each current user with their current orders' count and spend: the batch join of "
+            "silver.users_current and silver.orders_current, kept up to date from both changelogs",
+            schema=USER_ORDERS,
+            checkpoint_interval=USER_ORDERS_CHECKPOINT_INTERVAL,
+        )
+    )
     return tables
 
 
@@ -315,6 +334,143 @@ def _enrichment_tables() -> list[Table]:
             schema="app_id string, batch_id bigint, events bigint, corrected bigint, "
             "versions map<string,bigint>, processed_at timestamp, duration_seconds double",
             checkpoint_interval=197,
+        ),
+    ]
+
+
+# An order lifecycle event and a payment as accepted (lakehouse.transforms.commerce), with
+# their Kafka coordinates: the fold into the order state goes by them.
+ORDER_EVENT = (
+    "event_id string, order_id string, user_id string, type string, amount decimal(18,2), "
+    "event_time timestamp, sent_at timestamp, kafka_partition int, kafka_offset bigint, "
+    "kafka_timestamp timestamp, ingested_at timestamp"
+)
+PAYMENT = (
+    "payment_id string, order_id string, amount decimal(18,2), paid_at timestamp, "
+    "sent_at timestamp, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamp, "
+    "ingested_at timestamp"
+)
+ORDER_STATE = (
+    "order_id string, user_id string, status string, amount decimal(18,2), "
+    "placed_at timestamp, updated_at timestamp, events_applied bigint, rejected bigint, "
+    "last_event_id string, kafka_partition int, kafka_offset bigint"
+)
+REJECTED_TRANSITIONS = (
+    "event_id string, order_id string, type string, from_status string, reason string, "
+    "event_time timestamp, kafka_partition int, kafka_offset bigint, rejected_at timestamp"
+)
+COMMERCE_PROGRESS = (
+    "app_id string, batch_id bigint, records bigint, quarantined bigint, duplicates bigint, "
+    "order_events bigint, payments bigint, applied bigint, rejected bigint, "
+    "offsets map<string,bigint>, processed_at timestamp, duration_seconds double"
+)
+
+
+def _commerce_tables() -> list[Table]:
+    return [
+        Table(
+            "bronze.commerce_raw",
+            COMMERCE,
+            "Every record of the payments and order-events topics as received: the replays' "
+            "and the batch fold's source",
+            schema=RAW,
+            checkpoint_interval=199,
+            stats_columns=("topic", "kafka_timestamp", "ingested_at", "partition", "offset"),
+        ),
+        Table(
+            "bronze.commerce_quarantine",
+            COMMERCE,
+            "Payments and order events that break their contract: the raw record and its reasons",
+            schema=QUARANTINE,
+            checkpoint_interval=211,
+        ),
+        Table(
+            "silver.order_events",
+            COMMERCE,
+            "Accepted order lifecycle events, typed, one row per event_id (first delivery wins)",
+            schema=ORDER_EVENT,
+            checkpoint_interval=223,
+            stats_columns=("event_time", "order_id", "kafka_timestamp"),
+        ),
+        Table(
+            "silver.payments",
+            COMMERCE,
+            "Accepted payments, typed, one row per payment_id (first delivery wins)",
+            schema=PAYMENT,
+            checkpoint_interval=227,
+            stats_columns=("paid_at", "order_id", "kafka_timestamp"),
+        ),
+        Table(
+            "silver.order_state",
+            COMMERCE,
+            "Each order's state folded from its events in log order: status, amount, the last "
+            "event applied; transitions the lifecycle forbids are not applied",
+            schema=ORDER_STATE,
+            checkpoint_interval=229,
+        ),
+        Table(
+            "silver.order_transitions_rejected",
+            COMMERCE,
+            "Order events whose transition the lifecycle forbids (shipped before paid, ...): "
+            "recorded with the status they met, never applied",
+            schema=REJECTED_TRANSITIONS,
+            checkpoint_interval=233,
+        ),
+        Table(
+            "ops.commerce_progress",
+            COMMERCE,
+            "One row per commerce micro-batch: records, quarantined, duplicates, events "
+            "applied and rejected, the next offset of each topic partition",
+            schema=COMMERCE_PROGRESS,
+            checkpoint_interval=239,
+        ),
+    ]
+
+
+ATTRIBUTION = (
+    "purchase_event_id string, click_event_id string, user_id string, product_id string, "
+    "amount decimal(18,2), purchase_time timestamp, click_time timestamp, "
+    "seconds_before bigint, batch_id bigint"
+)
+ORDER_PAYMENTS = (
+    "order_id string, user_id string, order_amount decimal(18,2), placed_at timestamp, "
+    "payment_id string, payment_amount decimal(18,2), paid_at timestamp, paid boolean, "
+    "batch_id bigint"
+)
+JOIN_PROGRESS = (
+    "query string, app_id string, batch_id bigint, processed_at timestamp, "
+    "watermark timestamp, input_rows bigint, output_rows bigint, state_rows bigint, "
+    "state_bytes bigint, dropped_by_watermark bigint, sources string"
+)
+
+
+def _join_tables() -> list[Table]:
+    return [
+        Table(
+            "silver.purchase_attribution",
+            JOINS,
+            "Each purchase with the same user's clicks on its product in the 30 minutes "
+            "before it (inner stream-stream join on event time)",
+            schema=ATTRIBUTION,
+            checkpoint_interval=241,
+            stats_columns=("purchase_time", "user_id", "product_id"),
+        ),
+        Table(
+            "silver.order_payments",
+            JOINS,
+            "Each placed order with its payments within one hour (left outer stream-stream "
+            "join): an order unpaid by then is emitted once, paid = false",
+            schema=ORDER_PAYMENTS,
+            checkpoint_interval=251,
+            stats_columns=("placed_at", "order_id"),
+        ),
+        Table(
+            "ops.join_progress",
+            JOINS,
+            "One row per join query and micro-batch: watermark, rows in and out, the join "
+            "state's rows and bytes, rows dropped as late, source offsets",
+            schema=JOIN_PROGRESS,
+            checkpoint_interval=257,
         ),
     ]
 
@@ -463,6 +619,8 @@ TABLES: dict[str, Table] = {
         ),
         *_cdc_tables(),
         *_enrichment_tables(),
+        *_commerce_tables(),
+        *_join_tables(),
     )
 }
 

@@ -9,7 +9,7 @@ import pytest
 
 from lakehouse.cdc.shop import CAPTURED
 from lakehouse.core.delta_io import SchemaMismatchError, append_once
-from lakehouse.core.tables import CDC, SPEED, TABLES, Table, table
+from lakehouse.core.tables import CDC, COMMERCE, ENRICH, JOINS, SPEED, TABLES, Table, table
 from lakehouse.speed.micro_batch import SpeedOutputs
 
 
@@ -46,7 +46,7 @@ def test_a_write_is_conformed_to_the_declared_order_and_refused_if_it_differs(
         append_once(row.selectExpr("*", "1 AS extra"), target, local_settings, "t", 2)
 
 
-@pytest.mark.parametrize("stream", [SPEED, CDC])
+@pytest.mark.parametrize("stream", [SPEED, CDC, ENRICH, COMMERCE, JOINS])
 def test_the_stream_tables_checkpoint_at_distinct_prime_intervals(stream: str) -> None:
     intervals = [t.checkpoint_interval for t in TABLES.values() if t.writer == stream]
     assert all(intervals), "every table the stream commits each batch has an interval"
