@@ -225,6 +225,17 @@ class DqSettings(_Frozen):
         return value
 
 
+class JoinsSettings(_Frozen):
+    # The windowed stream-stream joins (lakehouse.joins.windowed), all on event time: the
+    # clicks before a purchase that it is attributed to, the time after an order is placed in
+    # which its payment counts, and how far each side's watermark stays behind its newest
+    # event time (a row older than the watermark when read is dropped by Spark, and the judge
+    # explains it as late).
+    attribution_window_seconds: int = Field(default=1800, ge=1)
+    payment_window_seconds: int = Field(default=3600, ge=1)
+    watermark_delay_seconds: int = Field(default=600, ge=0)
+
+
 # PostgreSQL and Kafka Connect object names: lower-case identifiers, never quoted.
 _IDENTIFIER = r"^[a-z_][a-z0-9_]{0,62}$"
 
@@ -284,6 +295,7 @@ class Settings(_Frozen):
     dq: DqSettings = Field(default_factory=DqSettings)
     maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
     supervisor: SupervisorSettings = Field(default_factory=SupervisorSettings)
+    joins: JoinsSettings = Field(default_factory=JoinsSettings)
 
 
 def available_profiles(config_dir: Path = CONFIG_DIR) -> list[str]:
