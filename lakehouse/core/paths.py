@@ -54,6 +54,11 @@ def enrichment_stop_file(env: Mapping[str, str] | None = None) -> Path:
     return state_dir(env) / "run" / "enrich.stop"
 
 
+def commerce_stop_file(env: Mapping[str, str] | None = None) -> Path:
+    """Created to ask a running commerce stream (jobs.commerce) to stop after its batch."""
+    return state_dir(env) / "run" / "commerce.stop"
+
+
 def fingerprint(*files: Path, extra: str = "") -> str:
     """A short content hash: cache folders are named by the files that define them."""
     digest = hashlib.sha256(extra.encode())
