@@ -424,6 +424,10 @@ def suite_for(table_name: str, bounds: EventTimeBounds | None = None) -> Suite:
         if bounds is None:
             raise ValueError("silver.events needs EventTimeBounds (the run's data interval)")
         return silver_events_suite(bounds)
+    from lakehouse.quality.join_suites import JOIN_SUITES
+
+    if table_name in JOIN_SUITES:
+        return JOIN_SUITES[table_name]()
     view = table_name.rpartition(".")[2]
     if view in VIEW_SUITES:
         return VIEW_SUITES[view](table_name)
