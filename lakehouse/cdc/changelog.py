@@ -4,6 +4,8 @@
     bronze.cdc_quarantine    <- records that cannot be applied, each with its reasons (append)
     silver.<table>_current   <- each key's last change of the batch in commit order (MERGE)
     silver.<table>_history   <- the versions the batch opens or ends (MERGE on key and lsn)
+    silver.user_orders       <- the view's rows of the users the batch touched (MERGE, after
+                                every current table's; lakehouse.cdc.user_orders)
     ops.cdc_progress         <- one row: records, changes, quarantined, offsets (written last)
 
 Exactly-once: the appends are marked with (this stream's writer id, batch id)
@@ -23,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse.cdc.shop import CAPTURED, CapturedTable
+from lakehouse.cdc.shop import CAPTURED, ORDERS, USERS, CapturedTable
+from lakehouse.cdc.user_orders import maintained, refresh_user_orders
 from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
@@ -129,6 +132,13 @@ class ChangelogProcessor:
         # failed write fails the batch, which is retried whole.
         with ThreadPoolExecutor(max(1, settings.speed.write_threads)) as pool:
             counts = list(pool.map(write, self.tables))
+        # The view joins users' and orders' current rows: it is refreshed once both are merged.
+        if maintained(self.tables):
+            users, orders = (
+                accepted.where(F.col("topic") == side.topic(settings.cdc))
+                for side in (USERS, ORDERS)
+            )
+            refresh_user_orders(spark, settings, users, orders, app, batch_id)
         return {captured.name: n for captured, n in zip(self.tables, counts, strict=True)}
 
     def apply(

@@ -11,10 +11,18 @@ holds every change they hold. A key with a change beyond the stream's last compl
 (ops.cdc_progress: the next offset of each topic partition) is in flight and left out of this
 comparison; every other key must be equal in both, row for row.
 
+The view silver.user_orders (lakehouse.cdc.user_orders) is judged against its definition,
+lakehouse.transforms.user_orders.user_orders, over the stream's own current tables: the view
+first, then users_current and orders_current, each at one version, then both sides' bronze
+changes. A user whose row a change beyond the last completed batch can change (the same
+affected_users the stream refreshes by) is in flight and left out; every other user's row was
+last refreshed by a completed batch and both current tables have held its inputs since, so it
+must equal the join row for row.
+
 Each kind is compared by its rows' identity: a current row by the table's key, a version by
-the key and the LSN of the change that opened it. A row is compared when either side has it;
-it differs when one side lacks it or has other values. Nothing explains a difference: the
-recompute and the stream apply the same changes by the same rules.
+the key and the LSN of the change that opened it, a view row by user_id. A row is compared
+when either side has it; it differs when one side lacks it or has other values. Nothing
+explains a difference: the recompute and the stream apply the same changes by the same rules.
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from lakehouse.cdc.changelog import PROGRESS, changes_table, current_table, history_table
-from lakehouse.cdc.shop import CAPTURED, CapturedTable
+from lakehouse.cdc.shop import CAPTURED, ORDERS, USERS, CapturedTable
+from lakehouse.cdc.user_orders import VIEW, maintained
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, read_table_at, table_exists, table_version
 from lakehouse.transforms.changes import (
@@ -38,6 +47,7 @@ from lakehouse.transforms.changes import (
     history_rows,
     typed_rows,
 )
+from lakehouse.transforms.user_orders import VIEW_COLUMNS, affected_users, user_orders
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,6 +55,7 @@ if TYPE_CHECKING:
 EXAMPLES = 5  # differing rows described per table and kind
 CURRENT, HISTORY = "current", "history"
 KINDS = (CURRENT, HISTORY)
+USER_ORDERS = "user_orders"  # the kind of the view's rows (and the view's name)
 RECOMPUTE, STREAM = "the recompute", "the stream"  # the sides, as examples name them
 SHOWN_COLUMNS = 3  # differing columns an example names; the rest are counted
 
@@ -87,31 +98,61 @@ class TableReconciliation:
 
 
 @dataclass(frozen=True)
+class ViewReconciliation:
+    """A view the stream maintains (silver.user_orders) against its batch definition over the
+    stream's current tables, and the users left out as in flight."""
+
+    table: str  # the view's name, user_orders
+    in_flight_keys: int
+    comparison: KindComparison
+    note: str | None = None  # why nothing was compared, if so
+
+    @property
+    def kinds(self) -> tuple[KindComparison]:
+        return (self.comparison,)
+
+    @property
+    def equal(self) -> bool:
+        return not self.comparison.differing
+
+
+@dataclass(frozen=True)
 class ChangelogReconciliation:
-    """Every captured table compared as of one completed batch of the changelog stream."""
+    """Every captured table (and the view the stream maintains from them) compared as of one
+    completed batch of the changelog stream."""
 
     batch_id: int  # the stream's last completed batch
     processed_at: datetime  # when that batch completed
     tables: list[TableReconciliation]
+    views: list[ViewReconciliation] = field(default_factory=list)
+
+    @property
+    def compared(self) -> list[TableReconciliation | ViewReconciliation]:
+        return [*self.tables, *self.views]
 
     @property
     def equal(self) -> bool:
-        return all(t.equal for t in self.tables)
+        return all(t.equal for t in self.compared)
 
 
 def reconcile_changelog(
     spark: SparkSession, settings: Settings, tables: Sequence[str] | None = None
 ) -> ChangelogReconciliation:
     """`tables` (default: every captured one, cdc.tables) of the stream against their
-    recompute from bronze."""
+    recompute from bronze; and silver.user_orders, when the stream maintains it and both its
+    sides are asked for."""
     progress = last_progress(spark, settings)
+    names = list(tables or settings.cdc.tables)
+    asked = [CAPTURED[name] for name in names]
+    captured = [CAPTURED[name] for name in settings.cdc.tables]
+    views = []
+    if maintained(captured) and maintained(asked):
+        views.append(reconcile_user_orders(spark, settings, progress["offsets"]))
     return ChangelogReconciliation(
         batch_id=progress["batch_id"],
         processed_at=progress["processed_at"],
-        tables=[
-            reconcile_table(spark, settings, CAPTURED[name], progress["offsets"])
-            for name in (tables or settings.cdc.tables)
-        ],
+        tables=[reconcile_table(spark, settings, c, progress["offsets"]) for c in asked],
+        views=views,
     )
 
 
@@ -176,6 +217,38 @@ def reconcile_table(
         return TableReconciliation(captured.name, in_flight.count(), current, history)
     finally:
         changes.unpersist()
+
+
+def reconcile_user_orders(
+    spark: SparkSession, settings: Settings, offsets: dict[str, int]
+) -> ViewReconciliation:
+    """silver.user_orders against user_orders(users_current, orders_current), users in flight
+    left out (see the module's rule)."""
+    # The view first, the current tables after it, bronze last.
+    view = pinned(spark, settings, VIEW)
+    users = pinned(spark, settings, current_table(USERS))
+    orders = pinned(spark, settings, current_table(ORDERS))
+    users_changes = pinned(spark, settings, changes_table(USERS))
+    orders_changes = pinned(spark, settings, changes_table(ORDERS))
+    if users is None or orders is None or users_changes is None or orders_changes is None:
+        return ViewReconciliation(
+            USER_ORDERS, 0, KindComparison(USER_ORDERS, 0, 0), note="no changes captured yet"
+        )
+    beyond = F.col("offset") >= next_offset(offsets)
+    in_flight = affected_users(users_changes.where(beyond), orders_changes.where(beyond))
+    in_flight = in_flight.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        recomputed = user_orders(users, orders).join(in_flight, "user_id", "left_anti")
+        if view is None:
+            view = spark.createDataFrame([], VIEW.spark_schema())
+        stream = view.join(in_flight, "user_id", "left_anti")
+        columns = list(VIEW_COLUMNS)
+        comparison = compare_rows(
+            USER_ORDERS, recomputed.select(*columns), stream.select(*columns), ["user_id"]
+        )
+        return ViewReconciliation(USER_ORDERS, in_flight.count(), comparison)
+    finally:
+        in_flight.unpersist()
 
 
 def next_offset(offsets: dict[str, int]) -> Any:

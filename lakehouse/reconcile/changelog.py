@@ -3,11 +3,14 @@ and its verdict (lakehouse.cdc.reconcile compares; this records and tells).
 
 One row per captured table and kind, its `view` the stream's table it judges (users_current,
 users_history), `batch` (the recompute from bronze.<table>_changes) vs `cdc` (the changelog
-stream's silver tables):
+stream's silver tables); and one for the view the stream maintains, `view` user_orders,
+`batch` (lakehouse.transforms.user_orders over the stream's current tables) vs `cdc`
+(silver.user_orders):
 
     compared / equal / unexplained   rows either side has / the same on both / differing
                                      (beyond_threshold too: no difference is allowed)
-    open                             keys left out: a change of theirs is still in flight
+    open                             keys (for user_orders, users) left out: a change of
+                                     theirs is still in flight
     range_end                        when the batch the comparison is as of completed
     note                             `as of changelog batch <id>`
     verdict, verdict_reasons         the row's own: failed when anything differs
@@ -26,7 +29,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.cdc.reconcile import ChangelogReconciliation, KindComparison, TableReconciliation
+from lakehouse.cdc.reconcile import (
+    ChangelogReconciliation,
+    KindComparison,
+    TableReconciliation,
+    ViewReconciliation,
+)
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import overwrite_where, small_frame
 from lakehouse.core.tables import RECONCILE, table
@@ -37,7 +45,8 @@ if TYPE_CHECKING:
 RUNS = table("dq.reconciliation_runs")
 LEFT, RIGHT = "batch", "cdc"
 RUN_PREFIX = "cdc:"
-NOUNS = {"current": "keys", "history": "versions"}
+NOUNS = {"current": "keys", "history": "versions", "user_orders": "users"}
+Compared = TableReconciliation | ViewReconciliation
 
 
 def recorded_run_id(run_id: str) -> str:
@@ -45,15 +54,16 @@ def recorded_run_id(run_id: str) -> str:
     return run_id if run_id.startswith(RUN_PREFIX) else f"{RUN_PREFIX}{run_id}"
 
 
-def view_name(t: TableReconciliation, k: KindComparison) -> str:
-    return f"{t.table}_{k.kind}"
+def view_name(t: Compared, k: KindComparison) -> str:
+    """A captured table's kind: <table>_<kind> (users_current); a view: its name."""
+    return t.table if isinstance(t, ViewReconciliation) else f"{t.table}_{k.kind}"
 
 
 def as_of(rec: ChangelogReconciliation) -> str:
     return f"as of changelog batch {rec.batch_id} ({_when(rec.processed_at)})"
 
 
-def difference_text(t: TableReconciliation, k: KindComparison) -> str:
+def difference_text(t: Compared, k: KindComparison) -> str:
     return f"{view_name(t, k)}: {k.differing} of {k.compared} {NOUNS[k.kind]} differ"
 
 
@@ -61,7 +71,7 @@ def failures(rec: ChangelogReconciliation) -> list[str]:
     """One line per table and kind that differs, with its first differing rows."""
     return [
         f"{difference_text(t, k)} (first: {'; '.join(k.examples)})"
-        for t in rec.tables
+        for t in rec.compared
         for k in t.kinds
         if k.differing
     ]
@@ -71,11 +81,14 @@ def verdict_text(rec: ChangelogReconciliation) -> str:
     if rec.equal:
         return (
             f"CDC reconciliation passed, {as_of(rec)}: every table equals its recompute from bronze"
+            + (", every view its batch join" if rec.views else "")
         )
-    differing = ", ".join(difference_text(t, k) for t in rec.tables for k in t.kinds if k.differing)
+    differing = ", ".join(
+        difference_text(t, k) for t in rec.compared for k in t.kinds if k.differing
+    )
     return (
         f"CDC reconciliation failed, {as_of(rec)}: the stream's tables differ from their "
-        f"recompute from bronze: {differing}"
+        f"recompute from bronze (a view from its batch join): {differing}"
     )
 
 
@@ -83,7 +96,7 @@ def run_rows(
     spark: SparkSession, rec: ChangelogReconciliation, run_id: str, started_at: datetime
 ) -> DataFrame:
     rows = []
-    for t in rec.tables:
+    for t in rec.compared:
         for k in t.kinds:
             note = "; ".join(filter(None, [as_of(rec), t.note]))
             rows.append(
@@ -133,21 +146,23 @@ COLUMNS = ("compared", "equal", "differ", "in flight")
 def summary_text(rec: ChangelogReconciliation, run_id: str) -> str:
     """The terminal's summary: one line per table and kind, the first differences, the
     verdict last."""
-    names = [view_name(t, k) for t in rec.tables for k in t.kinds]
+    names = [view_name(t, k) for t in rec.compared for k in t.kinds]
     width = max([len(n) for n in names] + [5])
     lines = [
         f"CDC reconciliation {recorded_run_id(run_id)}: {LEFT} (recomputed from bronze) vs "
         f"{RIGHT} (the changelog stream), {as_of(rec)}",
         f"  {'table':<{width}}  " + "  ".join(f"{c:>9}" for c in COLUMNS),
     ]
-    for t in rec.tables:
+    for t in rec.compared:
         for k in t.kinds:
             values = (k.compared, k.equal, k.differing, t.in_flight_keys)
             note = f"  ({t.note})" if t.note else ""
             cells = "  ".join(f"{x:>9}" for x in values)
             lines.append(f"  {view_name(t, k):<{width}}  {cells}{note}")
     lines.append("  in flight = keys with a change beyond that batch (left out)")
-    shown = [f"  {view_name(t, k)} {e}" for t in rec.tables for k in t.kinds for e in k.examples]
+    if rec.views:
+        lines.append("  user_orders = the view vs its batch join of the current tables, by user")
+    shown = [f"  {view_name(t, k)} {e}" for t in rec.compared for k in t.kinds for e in k.examples]
     if shown:
         lines.append("first differences:")
         lines += shown
@@ -175,6 +190,16 @@ def result(rec: ChangelogReconciliation, run_id: str, recorded: bool) -> dict[st
                 },
             }
             for t in rec.tables
+        },
+        "views": {
+            t.table: {
+                "in_flight": t.in_flight_keys,
+                "note": t.note,
+                "compared": t.comparison.compared,
+                "equal": t.comparison.equal,
+                "differing": t.comparison.differing,
+            }
+            for t in rec.views
         },
     }
 
