@@ -50,7 +50,13 @@ explain it (`batch = speed + late`). Results go to `dq.reconciliation_runs` and
   `replay:v3`: replay vs live, replay vs batch), a `view` (or all), and an optional
   `start`/`end` range (UTC; empty: every final window).
 
-The task **fails** when more windows than `dq.max_unexplained_windows` have a difference no
+The **joins** task, beside it, judges every join's outputs (`python -m jobs.joins_reconcile`:
+the enrichment and its revenue view, ...) against their recompute from the same inputs, as of
+each join stream's last batch, recorded in `dq.reconciliation_runs` as `joins:<run id>`. It
+fails naming the output that differs and its first rows; it is skipped while no join's stream
+has completed a batch.
+
+The compare task **fails** when more windows than `dq.max_unexplained_windows` have a difference no
 late event explains beyond the metric's threshold (`dq.thresholds` in config/base.yaml;
 counts are exact by default); the message gives the count and the first windows. It is
 **skipped** when no window is final on both sides yet. A failed gate blocks promotion.
@@ -112,7 +118,16 @@ def reconcile() -> None:
     def compare() -> dict[str, Any]:
         return compare_sources(get_current_context())
 
+    # Beside compare: every join's outputs against their recompute (jobs.joins_reconcile),
+    # recorded under this run's id; skipped while no join's stream has a batch.
+    @task(execution_timeout=timedelta(minutes=30))
+    def joins() -> dict[str, Any]:
+        from dags.support.judges import run_judge
+
+        return run_judge("joins_reconcile", get_current_context(), log)
+
     compare()
+    joins()
 
 
 def compare_sources(context: Mapping[str, Any], run: RunJob | None = None) -> dict[str, Any]:

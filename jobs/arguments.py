@@ -135,3 +135,16 @@ def add_comparison_arguments(parser: argparse.ArgumentParser) -> None:
         help="compare the interval(s) this batch run recomputed (repeatable; Airflow passes "
         "the runs whose assets triggered it)",
     )
+
+
+def window_options(args: argparse.Namespace) -> list[str]:
+    """The options of a comparison of views given beside --cdc, which compares whole tables."""
+    given = {
+        "--left": args.left != "batch",
+        "--right": args.right != "speed",
+        "--view": bool(args.views),
+        "--from": args.start is not None,
+        "--to": args.end is not None,
+        "--batch-run": bool(args.batch_runs),
+    }
+    return [option for option, set_ in given.items() if set_]

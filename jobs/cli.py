@@ -4,6 +4,7 @@
     tributary sql "SELECT event_type, sum(events) FROM serving_event_counts_1m GROUP BY 1"
     tributary compare --left batch --right speed [--view ...] [--from ...] [--record]
     tributary compare --cdc [--table users ...] [--record]   (the captured tables)
+    tributary compare --joins [--record]           (every join's outputs vs their recompute)
     tributary migrate-bronze [--table NAME ...]    (jobs/migrate_bronze.py)
 
 `make setup` installs the `tributary` command in the venv (`.venv/bin/tributary`, or plain
@@ -24,6 +25,7 @@ from jobs.arguments import (
 )
 from jobs.cli_cdc import compare_captured
 from jobs.cli_commands import compare, migrate, query, sql
+from jobs.cli_joins import compare_joins_outputs
 from jobs.contract import Exit, exit_with
 from jobs.parser import OneLineParser
 from lakehouse.core.config import ConfigError
@@ -68,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
         "recomputed from bronze vs the changelog stream's, as of its last batch",
     )
     c.add_argument(
+        "--joins",
+        action="store_true",
+        help="compare the joins instead: each output recomputed from its inputs vs the "
+        "join's stream, as of its last batch",
+    )
+    c.add_argument(
         "--table",
         dest="tables",
         action="append",
@@ -86,7 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def compare_views_or_tables(args: argparse.Namespace) -> Exit:
-    """`compare`: the views, window by window; with --cdc, the captured tables."""
+    """`compare`: the views, window by window; with --cdc, the captured tables; with
+    --joins, the joins' outputs."""
+    if args.joins:
+        return compare_joins_outputs(args)
     if args.cdc:
         return compare_captured(args)
     if args.tables:

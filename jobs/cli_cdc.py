@@ -8,6 +8,7 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
+from jobs.arguments import window_options
 from jobs.contract import Exit
 from lakehouse.cdc.reconcile import NothingToReconcile
 from lakehouse.core.config import get_settings
@@ -18,19 +19,6 @@ from lakehouse.reconcile.changelog_request import (
     checked_tables,
     compare_changelog,
 )
-
-
-def window_options(args: argparse.Namespace) -> list[str]:
-    """The options of a comparison of views given beside --cdc, which compares whole tables."""
-    given = {
-        "--left": args.left != "batch",
-        "--right": args.right != "speed",
-        "--view": bool(args.views),
-        "--from": args.start is not None,
-        "--to": args.end is not None,
-        "--batch-run": bool(args.batch_runs),
-    }
-    return [option for option, set_ in given.items() if set_]
 
 
 def compare_captured(args: argparse.Namespace) -> Exit:

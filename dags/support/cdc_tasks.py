@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .failure import Refused, TaskFailed
+from .judges import run_judge
 from .streams import apply_stream_action, check_stream_health
 
 if TYPE_CHECKING:
@@ -98,19 +99,5 @@ def check_changelog(done: Mapping[str, Any]) -> dict[str, Any]:
 def reconcile_changelog(context: Mapping[str, Any], run: RunJob | None = None) -> dict[str, Any]:
     """jobs.cdc_reconcile under the run's id: every captured table's current rows and history
     recomputed from bronze against the stream's, recorded in dq.reconciliation_runs. Fails
-    naming each table and kind that differs (not retried: the same tables differ again);
-    skipped while the stream has completed no batch. `run`: tests run the job in-process."""
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    from jobs.contract import Exit
-
-    from .job_runner import run_job
-
-    outcome = (run or run_job)("jobs.cdc_reconcile", ["--run-id", str(context["run_id"])], log.info)
-    if outcome.returncode == Exit.NOTHING_TO_DO:
-        raise AirflowSkipException(outcome.reason())
-    result = outcome.summary("cdc_reconcile", succeeded=(Exit.OK, Exit.CHECKS_FAILED))
-    if outcome.returncode == Exit.CHECKS_FAILED:
-        raise Refused("\n".join([result["verdict"], *result["failures"]]))
-    log.info("%s", result["verdict"])
-    return result
+    naming each table and kind that differs; skipped while the stream has completed no batch."""
+    return run_judge("cdc_reconcile", context, log, run)

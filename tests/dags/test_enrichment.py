@@ -5,6 +5,7 @@ stream equals its recompute, failed naming an event it got wrong."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -117,3 +118,30 @@ def test_the_reconcile_task_skips_passes_and_fails_as_the_judge_says(
         "windows differ"
     )
     assert first.startswith("event_id=e2: ") and "'segment': 'vip'" in first
+
+
+def test_the_reconcile_dags_joins_task_records_the_enrichments_judgement(
+    spark, jobs_here, tmp_path: Path
+) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from dags.support.judges import run_judge
+    from lakehouse.core.delta_io import read_table
+    from lakehouse.core.tables import table
+
+    reconcile = load_dag_file("reconcile").dag
+    assert {t.task_id: sorted(t.upstream_task_ids) for t in reconcile.tasks} == {
+        "compare": [],
+        "joins": [],
+    }
+    log = logging.getLogger("test")
+    with pytest.raises(AirflowSkipException, match="no join's stream has completed a batch"):
+        run_judge("joins_reconcile", {"run_id": "r1"}, log, run=jobs_here)
+    settings = enriched_lakehouse(spark, tmp_path)
+    passed = run_judge("joins_reconcile", {"run_id": "r1"}, log, run=jobs_here)
+    assert passed["passed"] and passed["outputs"]["events_enriched"]["compared"] == 2
+    runs = read_table(spark, table("dq.reconciliation_runs"), settings).collect()
+    assert {(r["run_id"], r["view"], r["verdict"]) for r in runs} == {
+        ("joins:r1", "events_enriched", "passed"),
+        ("joins:r1", "revenue_by_segment", "passed"),
+    }

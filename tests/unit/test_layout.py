@@ -14,7 +14,7 @@ REPO = Path(__file__).parents[2]
 # the stream jobs' shared entry point.
 JOB_HELPERS = frozenset({"jobs.arguments", "jobs.contract", "jobs.parser", "jobs.stream_job"})
 # A job too long for one file keeps its parts beside it, imported by that job alone.
-JOB_PARTS = {"jobs/cli.py": frozenset({"jobs.cli_commands", "jobs.cli_cdc"})}
+JOB_PARTS = {"jobs/cli.py": frozenset({"jobs.cli_commands", "jobs.cli_cdc", "jobs.cli_joins"})}
 
 
 def imports(path: Path) -> Iterator[tuple[int, str]]:

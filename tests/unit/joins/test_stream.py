@@ -103,6 +103,40 @@ def test_two_runs_enrich_what_silver_holds_and_correct_what_changed_between(
     result = read_result("enrich_reconcile", judged.stdout.splitlines())
     assert result is not None and result["equal"] and result["batch_id"] == 1
     assert result["events"] == {"compared": 3, "differing": 0}
+    assert_the_joins_judge_records_equal_then_a_difference(spark, local_settings, env, run_job_here)
+
+
+def assert_the_joins_judge_records_equal_then_a_difference(
+    spark, settings: Settings, env: dict[str, str], run_job_here: RunJob
+) -> None:
+    """jobs.joins_reconcile records the enrichment's two outputs under `joins:<run id>`;
+    a wrong row in the stream's table fails it, and the rerun replaces the run's rows."""
+    judged = run_job_here("jobs.joins_reconcile", "--run-id", "t1", **env)
+    assert judged.returncode == Exit.OK, judged.stderr[-2000:]
+    result = read_result("joins_reconcile", judged.stdout.splitlines())
+    assert result is not None and result["passed"] and result["run_id"] == "joins:t1"
+    assert result["outputs"]["events_enriched"]["compared"] == 3
+    assert recorded(spark, settings) == {
+        "events_enriched": "passed",
+        "revenue_by_segment": "passed",
+    }
+
+    [e1] = [r for r in read_table(spark, ENRICHED, settings).collect() if r["event_id"] == "e1"]
+    wrong = {**e1.asDict(), "category": "garden", "enriched_batch": 1, "corrected": True}
+    append_new(rows_frame(spark, [wrong], ENRICHED.spark_schema()), ENRICHED, settings)
+    judged = run_job_here("jobs.joins_reconcile", "--run-id", "t1", **env)
+    assert judged.returncode == Exit.CHECKS_FAILED, judged.stderr[-2000:]
+    assert "events_enriched: 1 of 3 events differ" in judged.stderr
+    assert "event_id=e1" in judged.stderr and "Traceback" not in judged.stderr
+    assert recorded(spark, settings) == {
+        "events_enriched": "failed",
+        "revenue_by_segment": "passed",
+    }
+
+
+def recorded(spark, settings: Settings) -> dict[str, str]:
+    rows = read_table(spark, table("dq.reconciliation_runs"), settings)
+    return {r["view"]: r["verdict"] for r in rows.where("run_id = 'joins:t1'").collect()}
 
 
 def test_without_silver_events_it_refuses_in_one_line(
@@ -117,4 +151,10 @@ def test_without_silver_events_it_refuses_in_one_line(
     assert judged.returncode == Exit.NOTHING_TO_DO
     assert judged.stderr == (
         "enrich_reconcile: the enrichment stream has completed no batch yet: nothing compared\n"
+    )
+    judged = run_job_here("jobs.joins_reconcile", **env)
+    assert judged.returncode == Exit.NOTHING_TO_DO
+    assert judged.stderr == (
+        "joins_reconcile: no join's stream has completed a batch yet (enrichment): "
+        "nothing compared, nothing written\n"
     )
