@@ -28,6 +28,7 @@ from infra.services.kafka import Kafka
 from infra.services.minio import Minio
 from infra.services.postgres import Postgres
 from lakehouse.cdc.supervisor import ChangelogSupervisor
+from lakehouse.commerce.supervisor import CommerceSupervisor
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.paths import state_dir
 from lakehouse.core.processes import ServiceError
@@ -87,6 +88,7 @@ def down(names: list[str], recorded: Path | None) -> None:
         stop_supervised_stream(SpeedLayerSupervisor(get_settings()))
         stop_supervised_stream(ChangelogSupervisor(get_settings()))
         stop_supervised_stream(EnrichmentSupervisor(get_settings()))
+        stop_supervised_stream(CommerceSupervisor(get_settings()))
     for svc in reversed(services(names)):
         print(f"==> {svc.name}: {'stopped' if svc.stop() else 'was not running'}")
     if recorded is not None:

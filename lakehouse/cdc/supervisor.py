@@ -10,7 +10,7 @@ its newest row.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,9 +60,13 @@ def read_offsets(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def changelog_lag(
-    settings: Settings, rows: Sequence[Mapping[str, Any]], complete: bool
+    settings: Settings,
+    rows: Sequence[Mapping[str, Any]],
+    complete: bool,
+    topics: Sequence[str] | None = None,
 ) -> dict[str, int]:
-    """Records each captured topic partition holds beyond what the stream read.
+    """Records each captured topic partition (or each of `topics`) holds beyond what the
+    stream read, by the "topic:partition" offsets of its progress rows.
 
     A partition no row names: if `rows` are all the table holds, nothing of it was read (its
     lag is all it holds); else none of these batches read from it, so what it held before the
@@ -72,8 +76,7 @@ def changelog_lag(
     done = read_offsets(rows)
     oldest = min((as_utc(r["processed_at"]) for r in rows), default=None)
     lag = {}
-    for name in settings.cdc.tables:
-        topic = settings.cdc.topic(name)
+    for topic in topics or [settings.cdc.topic(name) for name in settings.cdc.tables]:
         ends = end_offsets(settings, topic)  # {} until Debezium creates the topic
         unnamed = [p for p in ends if f"{topic}:{p}" not in done]
         since: dict[int, int] = {}
@@ -94,12 +97,15 @@ def judge_changelog(
     lag: Mapping[str, int],
     settings: Settings,
     running_since: datetime | None = None,
+    stream: str = "changelog",
+    describe: Callable[[Mapping[str, Any] | None], str] | None = None,
 ) -> Health:
-    """The changelog stream's verdict from its newest progress rows (newest first) and its lag
-    per topic partition: stale (restart it), starting (no batch yet while records wait) or
-    healthy."""
+    """The changelog stream's (or another `stream` over topics) verdict from its newest
+    progress rows (newest first) and its lag per topic partition: stale (restart it),
+    starting (no batch yet while records wait) or healthy."""
     from lakehouse.speed.progress import Health, last_sign_of_life
 
+    describe = describe or describe_batch
     waiting = sum(lag.values())
     newest = rows[0] if rows else None
     batch = int(newest["batch_id"]) if newest else None
@@ -111,8 +117,8 @@ def judge_changelog(
     if waiting and last is not None and idle > limit:
         return Health(
             "stale",
-            f"stale: no changelog batch for {idle:.0f} s (limit {limit} s) while {waiting:,} "
-            f"records wait in the changelog topics ({behind}); last batch: {_describe(newest)}",
+            f"stale: no {stream} batch for {idle:.0f} s (limit {limit} s) while {waiting:,} "
+            f"records wait in the {stream} topics ({behind}); last batch: {describe(newest)}",
             "restart",
             waiting,
             batch,
@@ -122,7 +128,7 @@ def judge_changelog(
     if waiting and (newest is None or started):
         return Health(
             "starting",
-            f"starting: no changelog batch yet since the stream started; {waiting:,} records "
+            f"starting: no {stream} batch yet since the stream started; {waiting:,} records "
             f"wait ({behind})",
             "wait",
             waiting,
@@ -131,7 +137,7 @@ def judge_changelog(
         )
     return Health(
         "healthy",
-        f"healthy: last changelog batch {_describe(newest)}; {waiting:,} records wait ({behind})",
+        f"healthy: last {stream} batch {describe(newest)}; {waiting:,} records wait ({behind})",
         "none",
         waiting,
         batch,
@@ -139,7 +145,7 @@ def judge_changelog(
     )
 
 
-def _describe(row: Mapping[str, Any] | None) -> str:
+def describe_batch(row: Mapping[str, Any] | None) -> str:
     if row is None:
         return "none yet"
     applied = row.get("applied") or {}
