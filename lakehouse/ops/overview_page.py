@@ -144,6 +144,8 @@ def _chart(name: str, caption: str, values: Sequence[float | None]) -> str:
 
 
 def _reconciliations(view: Overview, links: dict[str, str]) -> str:
+    # Windows of a view, keys or versions of a captured table, rows of a join's output: each
+    # row of dq.reconciliation_runs counts what it compared.
     head = "<h2>Reconciliation: the latest run per view</h2>"
     if not view.reconciliations:
         return head + "<p>No reconciliation yet (the reconcile DAG runs after each batch run).</p>"
@@ -159,7 +161,7 @@ def _reconciliations(view: Overview, links: dict[str, str]) -> str:
         for r in view.reconciliations
     ]
     return head + _table(
-        "reconciliations", ("view", "sides", "at (UTC)", "gate", "windows", "report"), rows
+        "reconciliations", ("view", "sides", "at (UTC)", "gate", "rows", "report"), rows
     )
 
 
