@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from lakehouse.core import secrets
 from lakehouse.core.paths import CONFIG_DIR, STATE_ENV, state_dir
@@ -236,6 +244,40 @@ class JoinsSettings(_Frozen):
     watermark_delay_seconds: int = Field(default=600, ge=0)
 
 
+class ClusterSettings(_Frozen):
+    """The loopback cluster `make cluster-up` starts (infra/services/*_cluster.py), beside the
+    embedded services and on ports of its own. Only those services read this section: jobs
+    reach any cluster through kafka.bootstrap_servers, s3.endpoint and spark.master (the
+    cluster profile points them here)."""
+
+    spark_master_port: int = Field(default=7077, ge=1, le=65535)
+    # 8090: Airflow has 8080, Spark's default for the master's web UI.
+    spark_master_web_port: int = Field(default=8090, ge=1, le=65535)
+    # One worker per entry; each worker offers spark_worker_cores and spark_worker_memory.
+    spark_worker_ports: tuple[int, ...] = Field(default=(7078, 7079), min_length=1)
+    spark_worker_web_ports: tuple[int, ...] = Field(default=(8091, 8092), min_length=1)
+    spark_worker_cores: int = Field(default=1, ge=1)
+    spark_worker_memory: str = Field(default="2g", pattern=r"^\d+[kmgKMG]$")
+    # One broker (and KRaft controller, a quorum of all of them) per entry.
+    kafka_ports: tuple[int, ...] = Field(default=(9192, 9193, 9194), min_length=1)
+    kafka_controller_ports: tuple[int, ...] = Field(default=(9195, 9196, 9197), min_length=1)
+    kafka_heap: str = Field(default="384m", pattern=r"^\d+[kmgKMG]$")
+    minio_port: int = Field(default=9010, ge=1, le=65535)
+    minio_console_port: int = Field(default=9011, ge=1, le=65535)
+    # Erasure coding needs at least 4 drives (MinIO's parity is half of them at 4).
+    minio_drives: int = Field(default=4, ge=4, le=16)
+
+    @model_validator(mode="after")
+    def _one_port_each(self) -> ClusterSettings:
+        if len(self.spark_worker_ports) != len(self.spark_worker_web_ports):
+            raise ValueError(
+                "spark_worker_ports and spark_worker_web_ports: one of each per worker"
+            )
+        if len(self.kafka_ports) != len(self.kafka_controller_ports):
+            raise ValueError("kafka_ports and kafka_controller_ports: one of each per broker")
+        return self
+
+
 # PostgreSQL and Kafka Connect object names: lower-case identifiers, never quoted.
 _IDENTIFIER = r"^[a-z_][a-z0-9_]{0,62}$"
 
@@ -296,6 +338,7 @@ class Settings(_Frozen):
     maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
     supervisor: SupervisorSettings = Field(default_factory=SupervisorSettings)
     joins: JoinsSettings = Field(default_factory=JoinsSettings)
+    cluster: ClusterSettings = Field(default_factory=ClusterSettings)
 
 
 def available_profiles(config_dir: Path = CONFIG_DIR) -> list[str]:
