@@ -4,8 +4,9 @@
     bronze.cdc_quarantine    <- records that cannot be applied, each with its reasons (append)
     silver.<table>_current   <- each key's last change of the batch in commit order (MERGE)
     silver.<table>_history   <- the versions the batch opens or ends (MERGE on key and lsn)
-    silver.user_orders       <- the view's rows of the users the batch touched (MERGE, after
-                                every current table's; lakehouse.cdc.user_orders)
+    silver.user_orders       <- the view's rows of the users the batch touched (MERGE, once
+                                users' and orders' current rows are merged, beside their
+                                histories; lakehouse.cdc.user_orders)
     ops.cdc_progress         <- one row: records, changes, quarantined, offsets (written last)
 
 Exactly-once: the appends are marked with (this stream's writer id, batch id)
@@ -25,8 +26,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse.cdc.shop import CAPTURED, ORDERS, USERS, CapturedTable
-from lakehouse.cdc.user_orders import maintained, refresh_user_orders
+from lakehouse.cdc.shop import CAPTURED, CapturedTable
+from lakehouse.cdc.user_orders import SIDES, CurrentMerges, maintained, refresh_user_orders
 from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
@@ -119,38 +120,61 @@ class ChangelogProcessor:
             append_batch(quarantined, QUARANTINE, settings, app, batch_id, untried=untried)
         accepted = accepted_changes(parsed)
 
+        merges = CurrentMerges(self.tables)
+
         def write(captured: CapturedTable) -> int:
-            mine = accepted.where(F.col("topic") == captured.topic(settings.cdc))
-            if mine.isEmpty() and table_exists(spark, changes_table(captured), settings):
-                return 0
-            append_batch(mine, changes_table(captured), settings, app, batch_id, untried=untried)
-            rows = typed_rows(mine, captured).localCheckpoint()
-            return self.apply(spark, rows, captured, app, batch_id)
+            try:
+                mine = accepted.where(F.col("topic") == captured.topic(settings.cdc))
+                if mine.isEmpty() and table_exists(spark, changes_table(captured), settings):
+                    merges.merged(captured)
+                    return 0
+                append_batch(
+                    mine, changes_table(captured), settings, app, batch_id, untried=untried
+                )
+                rows = typed_rows(mine, captured).localCheckpoint()
+                return self.apply(spark, rows, captured, app, batch_id, merges)
+            finally:
+                merges.ended(captured)
+
+        def refresh_view() -> None:
+            # The view joins users' and orders' current rows: it is refreshed once both are
+            # merged, while their histories are.
+            merges.wait(SIDES)
+            users, orders = (
+                accepted.where(F.col("topic") == side.topic(settings.cdc)) for side in SIDES
+            )
+            refresh_user_orders(spark, settings, users, orders, app, batch_id)
 
         # Each captured table's writes are its own (a table's current before its history);
         # side by side, the driver's planning and committing of one overlaps another's. A
-        # failed write fails the batch, which is retried whole.
+        # failed write fails the batch, which is retried whole. The view's refresh is queued
+        # last: every write it waits for has a thread before it does.
         with ThreadPoolExecutor(max(1, settings.speed.write_threads)) as pool:
-            counts = list(pool.map(write, self.tables))
-        # The view joins users' and orders' current rows: it is refreshed once both are merged.
-        if maintained(self.tables):
-            users, orders = (
-                accepted.where(F.col("topic") == side.topic(settings.cdc))
-                for side in (USERS, ORDERS)
-            )
-            refresh_user_orders(spark, settings, users, orders, app, batch_id)
+            writes = [pool.submit(write, captured) for captured in self.tables]
+            view = pool.submit(refresh_view) if maintained(self.tables) else None
+            counts = [w.result() for w in writes]
+            if view is not None:
+                view.result()
         return {captured.name: n for captured, n in zip(self.tables, counts, strict=True)}
 
     def apply(
-        self, spark: SparkSession, rows: DataFrame, captured: CapturedTable, app: str, batch: int
+        self,
+        spark: SparkSession,
+        rows: DataFrame,
+        captured: CapturedTable,
+        app: str,
+        batch: int,
+        merges: CurrentMerges | None = None,
     ) -> int:
-        """Merge a table's row changes into its current rows, then its history; how many
-        changes were applied (a change delivered twice counted once)."""
+        """Merge a table's row changes into its current rows (told to `merges`), then its
+        history; how many changes were applied (a change delivered twice counted once)."""
         settings = self.settings
         history = read_history(spark, settings, captured)
         unapplied = unapplied_changes(rows, history, captured).localCheckpoint()
         winners = winning_changes(unapplied, captured)
         merge_current(winners, current_table(captured), settings, captured, app, batch)
+        if merges is not None:
+            merges.merged(captured)
         extension = extend_history(history, rows, captured)
         merge_history(extension, history_table(captured), settings, captured, app, batch)
         return distinct_changes(unapplied, captured).count()

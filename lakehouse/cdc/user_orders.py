@@ -18,6 +18,7 @@ existed) builds it whole from the current tables, once, by the same marks.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -47,6 +48,36 @@ def maintained(tables: list[CapturedTable]) -> bool:
     return all(side in tables for side in SIDES)
 
 
+class CurrentNotMergedError(RuntimeError):
+    """A side of the view had its current rows' MERGE fail: the view is not refreshed (its
+    MERGE, marked with the batch, would make a retry skip it)."""
+
+
+class CurrentMerges:
+    """Which captured tables' current rows a batch has merged, for the view's refresh to wait
+    on from another thread: each table's writes end (`ended`) whether or not they merged."""
+
+    def __init__(self, tables: list[CapturedTable]) -> None:
+        self._ended = {t.name: threading.Event() for t in tables}
+        self._merged: set[str] = set()
+
+    def merged(self, captured: CapturedTable) -> None:
+        """The table's current rows are as the batch leaves them."""
+        self._merged.add(captured.name)
+        self._ended[captured.name].set()
+
+    def ended(self, captured: CapturedTable) -> None:
+        self._ended[captured.name].set()
+
+    def wait(self, sides: tuple[CapturedTable, ...]) -> None:
+        """Until each side's writes merged its current rows or ended without (then raise)."""
+        for side in sides:
+            self._ended[side.name].wait()
+        failed = [side.name for side in sides if side.name not in self._merged]
+        if failed:
+            raise CurrentNotMergedError(f"{', '.join(failed)}: current rows not merged")
+
+
 def read_current(spark: SparkSession, settings: Settings, captured: CapturedTable) -> DataFrame:
     """A side's current rows (none yet: no rows)."""
     target = table(f"silver.{captured.name}_current")
@@ -70,11 +101,15 @@ def refresh_user_orders(
     if not table_exists(spark, VIEW, settings):
         append_once(user_orders(users, orders), VIEW, settings, app, batch_id)
         return
-    affected = affected_users(users_changes, orders_changes).localCheckpoint()
-    if affected.isEmpty():
+    # The ids on the driver (one small job), as literals: data skipping then prunes the
+    # current tables' files by their user_id statistics.
+    ids = [r["user_id"] for r in affected_users(users_changes, orders_changes).collect()]
+    if not ids:
         return
-    rows = user_orders_of(users, orders, affected).withColumn(LIVE, F.lit(True))
-    source = affected.join(rows, "user_id", "left")
+    affected = spark.createDataFrame([(i,) for i in ids], "user_id string")
+    mine = F.col("user_id").isin(ids)
+    rows = user_orders_of(users.where(mine), orders.where(mine), affected)
+    source = affected.join(rows.withColumn(LIVE, F.lit(True)), "user_id", "left")
     values: dict[str, str | Column] = {c: F.col(f"s.`{c}`") for c in VIEW_COLUMNS}
 
     def merge(builder: DeltaMergeBuilder) -> DeltaMergeBuilder:
