@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -45,7 +46,7 @@ from lakehouse.core.delta_io import (
     small_frame,
     table_exists,
 )
-from lakehouse.core.spark import HOW_TO_RUN, release_local_checkpoint
+from lakehouse.core.spark import HOW_TO_RUN, interpreted_projections, release_local_checkpoint
 from lakehouse.core.tables import Table
 from lakehouse.transforms.bronze import to_raw_records
 from lakehouse.transforms.commerce import (
@@ -61,7 +62,7 @@ from lakehouse.transforms.commerce import (
 from lakehouse.transforms.validate import ValidationRules
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 # Delta's session setting for a commit's userMetadata: how a MERGE carries a mark.
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -100,8 +101,14 @@ class CommerceProcessor:
         raw = batch.transform(to_raw_records).localCheckpoint()
         try:
             write = BatchWrite(self, spark, self.app_id(spark), batch_id, untried)
-            counts = write.tables(raw)
-            write.progress(raw, counts, started)
+            read = raw.groupBy("topic", "partition").agg(
+                F.max("offset").alias("last"), F.count(F.lit(1)).alias("records")
+            )
+            positions = read.collect()
+            small = sum(r["records"] for r in positions) < self.settings.speed.small_batch_records
+            with interpreted_projections(spark, small):
+                counts = write.tables(raw)
+                write.progress(positions, counts, started)
         finally:
             release_local_checkpoint(raw)
         self._next = batch_id + 1
@@ -121,9 +128,10 @@ class BatchWrite:
         self.batch = batch
         self.untried = untried
 
-    def append(self, rows: DataFrame, target: Table, always: bool = False) -> None:
-        """Append the batch's rows once; an empty append only creates the table."""
-        if always or not rows.isEmpty() or not table_exists(self.spark, target, self.settings):
+    def append(self, rows: DataFrame, target: Table, count: int | None = None) -> None:
+        """Append the batch's rows once (`count`: how many, when known); an empty append only
+        creates the table."""
+        if count != 0 or not table_exists(self.spark, target, self.settings):
             append_batch(rows, target, self.settings, self.app, self.batch, untried=self.untried)
 
     def before_batch(self, target: Table) -> DataFrame:
@@ -140,44 +148,58 @@ class BatchWrite:
         return self.spark.createDataFrame([], target.spark_schema())
 
     def tables(self, raw: DataFrame) -> dict[str, int]:
+        """Write the batch's tables; their counts. The raw copy, the quarantine and the
+        payments go side by side with the order events and their fold: each write is largely
+        the driver's planning and committing. A failed write fails the batch, retried whole."""
         outputs, specs = self.outputs, self.processor.specs
-        if outputs.raw is not None:
-            self.append(raw, outputs.raw, always=True)
         validated = {
             spec.name: raw.where(F.col("topic") == topic)
             .transform(validate_records, spec, self.processor.rules)
             .localCheckpoint()
             for topic, spec in specs.items()
         }
+        events, payments = validated["order_event"], validated["payment"]
         try:
-            events, payments = validated["order_event"], validated["payment"]
-            quarantined = quarantined_records(events).unionByName(quarantined_records(payments))
-            self.append(quarantined, outputs.quarantine)
-            counts = {"quarantined": quarantined.count()}
-            new_events = self.new_rows(events, contract.ORDER_EVENT, outputs.order_events, counts)
-            new_payments = self.new_rows(payments, contract.PAYMENT, outputs.payments, counts)
-            try:
-                counts |= self.fold(new_events)
-                counts["payments"] = new_payments.count()
-            finally:
-                release_local_checkpoint(new_events)
+            # Leaving the block waits for every write, so the checkpoints outlive them all.
+            with ThreadPoolExecutor(max(1, self.settings.speed.write_threads)) as pool:
+                copied = pool.submit(self.append, raw, outputs.raw) if outputs.raw else None
+                quarantined = pool.submit(self.quarantine, events, payments)
+                paid = pool.submit(self.new_rows, payments, contract.PAYMENT, outputs.payments)
+                new_events, _, event_duplicates = self.new_rows(
+                    events, contract.ORDER_EVENT, outputs.order_events
+                )
+                try:
+                    counts = self.fold(new_events)
+                finally:
+                    release_local_checkpoint(new_events)
+                new_payments, counts["payments"], payment_duplicates = paid.result()
                 release_local_checkpoint(new_payments)
+                counts["quarantined"] = quarantined.result()
+                if copied is not None:
+                    copied.result()
         finally:
             for frame in validated.values():
                 release_local_checkpoint(frame)
-        return counts
+        return counts | {"duplicates": event_duplicates + payment_duplicates}
+
+    def quarantine(self, events: DataFrame, payments: DataFrame) -> int:
+        rows = quarantined_records(events).unionByName(quarantined_records(payments))
+        count = rows.count()
+        self.append(rows, self.outputs.quarantine, count)
+        return count
 
     def new_rows(
-        self, validated: DataFrame, spec: contract.Contract, target: Table, counts: dict[str, int]
-    ) -> DataFrame:
+        self, validated: DataFrame, spec: contract.Contract, target: Table
+    ) -> tuple[DataFrame, int, int]:
         """Append the accepted records whose id neither this batch nor an earlier one brought
-        before; return them (checkpointed), counting the other deliveries as duplicates."""
+        before; return them (checkpointed), how many, and how many other deliveries there were
+        (duplicates)."""
         deliveries = accepted(validated, spec)
         firsts = first_deliveries(deliveries, spec.id_field)
         new = not_seen(firsts, self.before_batch(target), spec.id_field).localCheckpoint()
-        self.append(new, target)
-        counts["duplicates"] = counts.get("duplicates", 0) + deliveries.count() - new.count()
-        return new
+        count = new.count()
+        self.append(new, target, count)
+        return new, count, deliveries.count() - count
 
     def fold(self, new_events: DataFrame) -> dict[str, int]:
         """Fold the batch's new order events onto the state the batch before left, record the
@@ -187,9 +209,10 @@ class BatchWrite:
         folded = fold_order_events(new_events, previous).localCheckpoint()
         try:
             rejected = rejection_rows(folded)
-            self.append(rejected, outputs.rejected)
+            refused = rejected.count()
+            self.append(rejected, outputs.rejected, refused)
             self.merge_state(state_rows(folded))
-            events, refused = new_events.count(), rejected.count()
+            events = new_events.count()
         finally:
             release_local_checkpoint(folded)
         return {"order_events": events, "applied": events - refused, "rejected": refused}
@@ -226,26 +249,25 @@ class BatchWrite:
             .execute()
         )
 
-    def progress(self, raw: DataFrame, counts: dict[str, int], started: float) -> None:
+    def progress(self, positions: list[Row], counts: dict[str, int], started: float) -> None:
+        """The batch's progress row, from what it read (`positions`: per topic partition its
+        last offset and records) and its counts; once per batch."""
         target = self.outputs.progress
         if not self.untried and progress_written(self.spark, target, self.settings, self):
             return
-        ends = raw.groupBy("topic", "partition").agg(F.max("offset").alias("last")).collect()
         row = {
             "app_id": self.app,
             "batch_id": self.batch,
-            "records": raw.count(),
-            "quarantined": counts["quarantined"],
-            "duplicates": counts["duplicates"],
-            "order_events": counts["order_events"],
-            "payments": counts["payments"],
-            "applied": counts["applied"],
-            "rejected": counts["rejected"],
-            "offsets": {f"{r['topic']}:{r['partition']}": int(r["last"]) + 1 for r in ends},
+            "records": sum(int(r["records"]) for r in positions),
+            **{name: counts[name] for name in PROGRESS_COUNTS},
+            "offsets": {f"{r['topic']}:{r['partition']}": int(r["last"]) + 1 for r in positions},
             "processed_at": datetime.now(UTC),
             "duration_seconds": round(time.monotonic() - started, 3),
         }
         append_new(small_frame(self.spark, [row], target), target, self.settings)
+
+
+PROGRESS_COUNTS = ("quarantined", "duplicates", "order_events", "payments", "applied", "rejected")
 
 
 def marked_version(
