@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from lakehouse.cdc.user_orders import VIEW
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, table_version
 from lakehouse.core.frames import rows_frame
+from lakehouse.reconcile.changelog import failures, run_rows, summary_text
 from lakehouse.transforms.user_orders import user_orders
 from tests.lakehouses import copied, local_lakehouse, moved_to
 from tests.micro_batches import query_checkpoint
@@ -39,7 +40,7 @@ USER_IDS = [f"u{i}" for i in range(1, 6)]
 ORDER_IDS = [f"o{i}" for i in range(1, 9)]
 STATUSES = ("placed", "paid", "shipped", "cancelled")
 CHANGES = 60
-BATCHES = 5
+BATCHES = 4
 RETRIED = 2  # the batch whose view MERGE fails once
 
 
@@ -235,7 +236,19 @@ def test_the_reconciliation_judges_the_view_and_finds_a_row_the_stream_got_wrong
     )
     view = reconcile_user_orders(spark, settings, last_progress(spark, settings)["offsets"])
     assert not view.equal and view.comparison.differing == 1
-    assert view.comparison.examples == [
+    example = (
         f"user_id={wrong['user_id']}: orders {wrong['orders']} in the recompute, "
         f"{wrong['orders'] + 1} in the stream"
+    )
+    assert view.comparison.examples == [example]
+    # Told and recorded as the captured tables' kinds are (lakehouse.reconcile.changelog).
+    told = replace(reconciled, views=[view])
+    users = len(streamed.views[-1])
+    assert failures(told) == [f"user_orders: 1 of {users} users differ (first: {example})"]
+    lines = summary_text(told, "manual__1").splitlines()
+    assert ["user_orders", str(users), str(users - 1), "1", "0"] in [ln.split() for ln in lines]
+    assert f"  user_orders {example}" in lines
+    [row] = [
+        r for r in run_rows(spark, told, "manual__1", T0).collect() if r["view"] == "user_orders"
     ]
+    assert (row["verdict"], row["unexplained"], row["first_windows"]) == ("failed", 1, [example])
