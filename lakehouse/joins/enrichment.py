@@ -41,7 +41,7 @@ from lakehouse.core.delta_io import (
 )
 from lakehouse.core.small_tables import table_version as latest_version
 from lakehouse.core.spark import release_local_checkpoint
-from lakehouse.core.tables import ENRICH, table
+from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.transforms.as_of import Dimension
 from lakehouse.transforms.enrichment import (
     ENRICHED_COLUMNS,
@@ -57,10 +57,10 @@ from lakehouse.transforms.enrichment import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-ENRICHED = table("silver.events_enriched")
-REVENUE = table("speed.revenue_by_segment")
-PINS = table("ops.enrichment_pins")
-PROGRESS = table("ops.enrichment_progress")
+    from lakehouse.core.tables import Table
+
+LIVE = EnrichmentOutputs.live()
+ENRICHED, REVENUE, PINS, PROGRESS = LIVE.enriched, LIVE.revenue, LIVE.pins, LIVE.progress
 EVENT_COLUMNS = ("event_id", "event_type", "user_id", "product_id", "amount", "event_time")
 ROW_COLUMNS = (*EVENT_COLUMNS, "event_date", *ENRICHED_COLUMNS)
 # Each dimension and the captured table whose history it joins.
@@ -78,9 +78,12 @@ SILVER_PIN = "silver"
 class EnrichmentProcessor:
     """The enrichment stream's foreachBatch: one instance per query start."""
 
-    def __init__(self, settings: Settings, checkpoint: str) -> None:
+    def __init__(
+        self, settings: Settings, checkpoint: str, outputs: EnrichmentOutputs = LIVE
+    ) -> None:
         self.settings = settings
         self.checkpoint = checkpoint
+        self.outputs = outputs
         self._app_id: str | None = None
         # As the changelog stream's: the batch after the last one committed here, unless begun.
         self._next: int | None = None
@@ -92,7 +95,8 @@ class EnrichmentProcessor:
 
     def app_id(self, spark: SparkSession) -> str:
         if self._app_id is None:
-            self._app_id = f"{ENRICH}:{checkpoint_query_id(spark, self.checkpoint)}"
+            query_id = checkpoint_query_id(spark, self.checkpoint)
+            self._app_id = f"{self.outputs.writer}:{query_id}"
         return self._app_id
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -141,11 +145,11 @@ class EnrichmentProcessor:
             corrected_count = corrected.count()
             rows = rows.unionByName(self.stamped(corrected, batch_id, True))
             partials = partials.unionByName(correction_partials(before, after))
-        settings = self.settings
-        append_batch(rows, ENRICHED, settings, app, batch_id, untried=untried)
+        settings, out = self.settings, self.outputs
+        append_batch(rows, out.enriched, settings, app, batch_id, untried=untried)
         append_batch(
             partials.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
-            REVENUE,
+            out.revenue,
             settings,
             app,
             batch_id,
@@ -160,8 +164,8 @@ class EnrichmentProcessor:
             "processed_at": datetime.now(UTC),
             "duration_seconds": round(time.monotonic() - started, 3),
         }
-        progress = small_frame(spark, [row], PROGRESS)
-        append_batch(progress, PROGRESS, settings, app, batch_id, untried=untried)
+        progress = small_frame(spark, [row], out.progress)
+        append_batch(progress, out.progress, settings, app, batch_id, untried=untried)
 
     @staticmethod
     def stamped(rows: DataFrame, batch_id: int, corrected: bool) -> DataFrame:
@@ -176,7 +180,7 @@ class EnrichmentProcessor:
         """The history versions batch `batch_id` joins with: those its first try recorded,
         or (a first try) the latest, recorded now."""
         if not untried:
-            found = pins_of(spark, self.settings, app, batch_id)
+            found = pins_of(spark, self.settings, app, batch_id, self.outputs.pins)
             if found is not None:
                 return found
         # The latest versions, read by delta-rs (no Spark job; the same snapshot Spark reads).
@@ -184,15 +188,15 @@ class EnrichmentProcessor:
             name: latest_version(self.settings, history_table(captured))
             for name, (_, captured) in DIMENSIONS.items()
         }
-        latest[SILVER_PIN] = latest_version(self.settings, table("silver.events"))
+        latest[SILVER_PIN] = latest_version(self.settings, self.outputs.events)
         row = {
             "app_id": app,
             "batch_id": batch_id,
             "versions": {k: v for k, v in latest.items() if v is not None},
             "pinned_at": datetime.now(UTC),
         }
-        pinned = small_frame(spark, [row], PINS)
-        append_batch(pinned, PINS, self.settings, app, batch_id, untried=untried)
+        pins = small_frame(spark, [row], self.outputs.pins)
+        append_batch(pins, self.outputs.pins, self.settings, app, batch_id, untried=untried)
         return latest
 
     def history(self, spark: SparkSession, name: str, version: int | None) -> DataFrame:
@@ -219,8 +223,9 @@ class EnrichmentProcessor:
         if self._pinned is not None and self._pinned[0] == batch_id - 1:
             previous: Pins | None = self._pinned[1]
         else:
-            previous = previous_pins(spark, self.settings, app, batch_id)
-        if previous is None or not table_exists(spark, ENRICHED, self.settings):
+            previous = previous_pins(spark, self.settings, app, batch_id, self.outputs.pins)
+        enriched = self.outputs.enriched
+        if previous is None or not table_exists(spark, enriched, self.settings):
             return None
         changed = {
             name: histories[name].exceptAll(
@@ -231,7 +236,7 @@ class EnrichmentProcessor:
         }
         if not changed:
             return None
-        earlier = read_table(spark, ENRICHED, self.settings).where(
+        earlier = read_table(spark, enriched, self.settings).where(
             F.col("enriched_batch") < batch_id
         )
         keys = [
@@ -273,24 +278,28 @@ def latest_rows(enriched: DataFrame) -> DataFrame:
     return enriched.withColumn("_n", F.row_number().over(last)).where("_n = 1").drop("_n")
 
 
-def pins_of(spark: SparkSession, settings: Settings, app: str, batch_id: int) -> Pins | None:
-    """The pins batch `batch_id` of `app` recorded, or None."""
-    if not table_exists(spark, PINS, settings):
+def pins_of(
+    spark: SparkSession, settings: Settings, app: str, batch_id: int, pins: Table = PINS
+) -> Pins | None:
+    """The pins batch `batch_id` of `app` recorded (in `pins`), or None."""
+    if not table_exists(spark, pins, settings):
         return None
     found = (
-        read_table(spark, PINS, settings)
+        read_table(spark, pins, settings)
         .where((F.col("app_id") == app) & (F.col("batch_id") == batch_id))
         .collect()
     )
     return _versions(found[0]["versions"]) if found else None
 
 
-def previous_pins(spark: SparkSession, settings: Settings, app: str, batch_id: int) -> Pins | None:
+def previous_pins(
+    spark: SparkSession, settings: Settings, app: str, batch_id: int, pins: Table = PINS
+) -> Pins | None:
     """The pins of `app`'s last batch before `batch_id`, or None (its first batch)."""
-    if not table_exists(spark, PINS, settings):
+    if not table_exists(spark, pins, settings):
         return None
     found = (
-        read_table(spark, PINS, settings)
+        read_table(spark, pins, settings)
         .where((F.col("app_id") == app) & (F.col("batch_id") < batch_id))
         .orderBy(F.col("batch_id").desc())
         .limit(1)

@@ -19,15 +19,13 @@ from pyspark.sql import functions as F
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, table_exists
 from lakehouse.joins.enrichment import (
-    ENRICHED,
     EVENT_COLUMNS,
-    PROGRESS,
-    REVENUE,
     ROW_COLUMNS,
     history_at,
     latest_rows,
     pins_of,
 )
+from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.transforms.enrichment import (
     ENRICHED_COLUMNS,
     VIEW_KEYS,
@@ -39,6 +37,8 @@ from lakehouse.transforms.enrichment import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from lakehouse.core.tables import Table
 
 EXAMPLES = 5
 
@@ -65,23 +65,30 @@ class EnrichmentReconciliation:
         return self.events.differing == 0 and self.windows.differing == 0
 
 
-def reconcile_enrichment(spark: SparkSession, settings: Settings) -> EnrichmentReconciliation:
-    last = last_batch(spark, settings)
+def reconcile_enrichment(
+    spark: SparkSession, settings: Settings, outputs: EnrichmentOutputs | None = None
+) -> EnrichmentReconciliation:
+    """The live stream's enrichment (or a replay version's, `outputs`) against its recompute."""
+    outputs = outputs or EnrichmentOutputs.live()
+    last = last_batch(spark, settings, outputs.progress)
     if last is None:
-        raise NothingToReconcile("the enrichment stream has completed no batch yet")
+        which = (
+            "the enrichment stream" if outputs.name == "live" else f"{outputs.name}'s enrichment"
+        )
+        raise NothingToReconcile(f"{which} has completed no batch yet")
     app, batch_id = last
-    pins = pins_of(spark, settings, app, batch_id)
+    pins = pins_of(spark, settings, app, batch_id, outputs.pins)
     assert pins is not None, "a completed batch recorded its pins first"
     users, products = (
         history_at(spark, settings, name, pins[name]) for name in ("users", "products")
     )
-    done = read_table(spark, ENRICHED, settings).where(F.col("enriched_batch") <= batch_id)
+    done = read_table(spark, outputs.enriched, settings).where(F.col("enriched_batch") <= batch_id)
     stream_rows = latest_rows(done).select(*ROW_COLUMNS).localCheckpoint()
     again = enrich_events(stream_rows.select(*EVENT_COLUMNS), users, products)
     recomputed = again.join(stream_rows.select("event_id", "event_date"), "event_id").select(
         *ROW_COLUMNS
     )
-    partials = read_table(spark, REVENUE, settings).where(F.col("batch_id") <= batch_id)
+    partials = read_table(spark, outputs.revenue, settings).where(F.col("batch_id") <= batch_id)
     return EnrichmentReconciliation(
         batch_id,
         compare(recomputed, stream_rows, ("event_id",), ENRICHED_COLUMNS),
@@ -94,11 +101,11 @@ def reconcile_enrichment(spark: SparkSession, settings: Settings) -> EnrichmentR
     )
 
 
-def last_batch(spark: SparkSession, settings: Settings) -> tuple[str, int] | None:
+def last_batch(spark: SparkSession, settings: Settings, progress: Table) -> tuple[str, int] | None:
     """The (app id, batch id) of the stream's last completed batch, or None."""
-    if not table_exists(spark, PROGRESS, settings):
+    if not table_exists(spark, progress, settings):
         return None
-    rows = read_table(spark, PROGRESS, settings).orderBy(F.desc("processed_at")).limit(1)
+    rows = read_table(spark, progress, settings).orderBy(F.desc("processed_at")).limit(1)
     found = rows.collect()
     return (found[0]["app_id"], int(found[0]["batch_id"])) if found else None
 

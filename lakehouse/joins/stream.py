@@ -16,53 +16,64 @@ from typing import TYPE_CHECKING
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import appended_rows
 from lakehouse.core.storage import StorageError
-from lakehouse.core.tables import ENRICH, table
 from lakehouse.joins.enrichment import EnrichmentProcessor
+from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.speed.stream import run_stream, started
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-QUERY_NAME = "enrichment"
-SILVER = table("silver.events")
-
 
 def enrichment_checkpoint(settings: Settings) -> str:
-    return f"{settings.storage.checkpoints}/{ENRICH}/{QUERY_NAME}"
+    return EnrichmentOutputs.live().checkpoint(settings)
 
 
 def start_enrichment_query(
-    spark: SparkSession, settings: Settings, available_now: bool
+    spark: SparkSession,
+    settings: Settings,
+    available_now: bool,
+    outputs: EnrichmentOutputs | None = None,
 ) -> StreamingQuery:
-    """The query over silver.events, from its first version on a first start."""
+    """The query over the outputs' events (silver.events, or a replay version's), from their
+    first version on a first start."""
     from lakehouse.core.delta_io import table_exists
 
-    if not table_exists(spark, SILVER, settings):
-        raise StorageError(
-            f"no {SILVER.name} at {SILVER.path(settings)} yet: run the speed layer first "
-            "(`make demo`, or the speed_layer DAG)"
-        )
-    checkpoint = enrichment_checkpoint(settings)
+    outputs = outputs or EnrichmentOutputs.live()
+    events = outputs.events
+    if not table_exists(spark, events, settings):
+        first = "run the speed layer first (`make demo`, or the speed_layer DAG)"
+        if outputs.name != "live":
+            first = f"replay {outputs.name.removeprefix('replay_')} first (jobs.replay)"
+        raise StorageError(f"no {events.name} at {events.path(settings)} yet: {first}")
+    checkpoint = outputs.checkpoint(settings)
     writer = (
-        appended_rows(spark, SILVER, settings)
-        .writeStream.queryName(QUERY_NAME)
-        .foreachBatch(EnrichmentProcessor(settings, checkpoint))
+        appended_rows(spark, events, settings)
+        .writeStream.queryName(
+            "enrichment" if outputs.name == "live" else f"{outputs.name}_enrichment"
+        )
+        .foreachBatch(EnrichmentProcessor(settings, checkpoint, outputs))
         .option("checkpointLocation", checkpoint)
     )
     return started(writer, settings, available_now)
 
 
 def run_enrichment(
-    settings: Settings, stop_file: Path, available_now: bool, say: Callable[[str], None]
+    settings: Settings,
+    stop_file: Path,
+    available_now: bool,
+    say: Callable[[str], None],
+    outputs: EnrichmentOutputs | None = None,
 ) -> None:
     """Run the enrichment stream until asked to stop (or, `available_now`, until it has read
-    what silver holds). Raises QueryFailedError when the query stops on an error."""
+    what its events hold). Raises QueryFailedError when the query stops on an error."""
+    outputs = outputs or EnrichmentOutputs.live()
+    title = "enrichment stream" if outputs.name == "live" else f"{outputs.name} enrichment"
     run_stream(
         settings,
-        ENRICH,
-        "enrichment stream",
+        outputs.writer,
+        title,
         stop_file,
-        lambda spark: start_enrichment_query(spark, settings, available_now),
+        lambda spark: start_enrichment_query(spark, settings, available_now, outputs),
         say,
     )

@@ -20,6 +20,7 @@ from lakehouse.core.delta_io import delete_folder
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.storage import stored_bytes
 from lakehouse.core.tables import VERSIONS
+from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.replay.plan import check_version_name
 from lakehouse.replay.versions import (
     LIVE,
@@ -205,6 +206,7 @@ def remove(spark: SparkSession, settings: Settings, version: str) -> str:
     outputs = outputs_of(version)
     delete_folder(spark, outputs.progress.path(settings).rsplit("/", 1)[0])
     delete_folder(spark, outputs.checkpoint(settings))
+    delete_folder(spark, EnrichmentOutputs.replay(version).checkpoint(settings))
     switch_pointer(spark, settings, "remove", version, active_version(settings))
     return f"removed {version} (tables and checkpoint)"
 

@@ -16,7 +16,7 @@ from lakehouse.cdc.shop import PRODUCTS, USERS
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_new, read_table
 from lakehouse.core.frames import rows_frame
-from lakehouse.core.tables import table
+from lakehouse.core.tables import Table, table
 from lakehouse.joins.enrichment import ENRICHED, PROGRESS, latest_rows
 from tests.jobs_in_process import RunJob
 
@@ -28,8 +28,11 @@ def at(minutes: float) -> datetime:
     return T0 + timedelta(minutes=minutes)
 
 
-def append_silver(spark, settings: Settings, events: list[tuple[str, str, float]]) -> None:
-    """(event_id, product_id, minute): purchases of user u1, as the speed layer appends them."""
+def append_silver(
+    spark, settings: Settings, events: list[tuple[str, str, float]], target: Table = SILVER
+) -> None:
+    """(event_id, product_id, minute): purchases of user u1, as the speed layer appends them
+    (to silver.events, or to a replay version's events)."""
     rows = [
         {
             "event_id": e,
@@ -50,7 +53,7 @@ def append_silver(spark, settings: Settings, events: list[tuple[str, str, float]
         }
         for i, (e, p, m) in enumerate(events)
     ]
-    append_new(rows_frame(spark, rows, SILVER.spark_schema()), SILVER, settings)
+    append_new(rows_frame(spark, rows, target.spark_schema()), target, settings)
 
 
 def write_history(spark, settings: Settings, captured, versions: list[tuple]) -> None:

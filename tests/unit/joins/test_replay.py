@@ -1,0 +1,76 @@
+"""A replay version's enrichment (`python -m jobs.enrich_replay`, in this process): the
+version's own silver events enriched by the stream's code into its own tables. Enriched once
+at the final history, it equals the live stream that enriched the same events in two batches
+and corrected them when a product arrived between; its judge passes; a version that was never
+replayed, or a bad name, is refused in one line."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+from jobs.contract import Exit, read_result
+from lakehouse.cdc.shop import PRODUCTS, USERS
+from lakehouse.core.config import Settings
+from lakehouse.core.delta_io import read_table
+from lakehouse.joins.enrichment import ROW_COLUMNS, latest_rows
+from lakehouse.joins.outputs import EnrichmentOutputs
+from lakehouse.transforms.enrichment import combine_revenue
+from tests.jobs_in_process import RunJob
+from tests.unit.joins.test_stream import append_silver, at, env_of, write_history
+
+V1 = EnrichmentOutputs.replay("v1")
+
+
+def test_a_replay_enriched_at_the_final_history_equals_the_corrected_live_stream(
+    spark, local_settings: Settings, tmp_path: Path, run_job_here: RunJob
+) -> None:
+    env = env_of(local_settings, tmp_path)
+    user = ("u1", "new", "DE", at(0), at(0), None, True, False, 10, None)
+    write_history(spark, local_settings, USERS, [user])
+    mug = ("p1", "Mug", "kitchen", Decimal("4.00"), at(0), at(0), None, True, False, 20, None)
+    write_history(spark, local_settings, PRODUCTS, [mug])
+    first, second = [("e1", "p1", 10), ("e2", "p2", 20)], [("e3", "p2", 30)]
+    append_silver(spark, local_settings, first)
+    assert run_job_here("jobs.enrich", "--available-now", **env).returncode == 0
+    rake = ("p2", "Rake", "garden", Decimal("9.00"), at(5), at(5), None, True, False, 30, None)
+    write_history(spark, local_settings, PRODUCTS, [mug, rake])
+    append_silver(spark, local_settings, second)
+    assert run_job_here("jobs.enrich", "--available-now", **env).returncode == 0
+
+    # The replay's silver: the same events, as `jobs.replay v1` writes them.
+    append_silver(spark, local_settings, first + second, target=V1.events)
+    replayed = run_job_here("jobs.enrich_replay", "v1", **env)
+    assert replayed.returncode == Exit.OK, replayed.stderr[-2000:]
+    result = read_result("enrich_replay", replayed.stdout.splitlines())
+    assert result is not None and result["equal"] and result["batch_id"] == 0
+    assert result["events"] == {"compared": 3, "differing": 0}
+
+    live = EnrichmentOutputs.live()
+    assert rows_of(spark, local_settings, V1) == rows_of(spark, local_settings, live)
+    assert windows_of(spark, local_settings, V1) == windows_of(spark, local_settings, live)
+    assert read_table(spark, V1.enriched, local_settings).where(F.col("corrected")).count() == 0
+
+
+def test_a_version_never_replayed_or_a_bad_name_is_refused_in_one_line(
+    local_settings: Settings, tmp_path: Path, run_job_here: RunJob
+) -> None:
+    env = env_of(local_settings, tmp_path)
+    missing = run_job_here("jobs.enrich_replay", "v9", **env)
+    assert missing.returncode == Exit.CANNOT_RUN
+    assert missing.stderr.startswith("enrich_replay: no replay_v9.events at ")
+    assert "replay v9 first (jobs.replay)" in missing.stderr and "Traceback" not in missing.stderr
+    bad = run_job_here("jobs.enrich_replay", "V-9", **env)
+    assert bad.returncode == Exit.BAD_REQUEST and "not a simple identifier" in bad.stderr
+
+
+def rows_of(spark, settings: Settings, outputs: EnrichmentOutputs) -> list[tuple]:
+    rows = latest_rows(read_table(spark, outputs.enriched, settings)).select(*ROW_COLUMNS)
+    return sorted(tuple(r) for r in rows.collect())
+
+
+def windows_of(spark, settings: Settings, outputs: EnrichmentOutputs) -> list[tuple]:
+    partials = read_table(spark, outputs.revenue, settings).drop("batch_id")
+    return sorted(tuple(r) for r in combine_revenue(partials).collect())
