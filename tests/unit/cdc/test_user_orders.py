@@ -36,8 +36,10 @@ KAFKA = (
     "key binary, value binary, topic string, partition int, offset long, "
     "timestamp timestamp, timestampType int"
 )
-USER_IDS = [f"u{i}" for i in range(1, 6)]
-ORDER_IDS = [f"o{i}" for i in range(1, 9)]
+# Many users beside the orders: a batch leaves most users untouched, so the user an order
+# leaves is often touched by nothing else in its batch (only its `before` image names them).
+USER_IDS = [f"u{i}" for i in range(1, 16)]
+ORDER_IDS = [f"o{i}" for i in range(1, 11)]
 STATUSES = ("placed", "paid", "shipped", "cancelled")
 CHANGES = 60
 BATCHES = 4
@@ -75,7 +77,7 @@ class Shop:
 
     def step(self) -> None:
         rng = self.rng
-        if rng.random() < 0.4:
+        if rng.random() < 0.3:
             self.user_change(rng.choice(USER_IDS))
         else:
             self.order_change(rng.choice(ORDER_IDS))
@@ -122,9 +124,9 @@ class Shop:
         return sum(o["user_id"] == user_id for o in self.orders.values())
 
 
-def micro_batches(spark, settings: Settings, shop: Shop, rng: random.Random) -> list:
+def micro_batches(spark, settings: Settings, shop: Shop, rng: random.Random):
     """The shop's records cut at random points into BATCHES micro-batches, each topic's offsets
-    counted from 0 on its own partition."""
+    counted from 0 on its own partition; and each batch's (first, end) in shop.records."""
     offsets: Counter[str] = Counter()
     rows = []
     for name, key, envelope in shop.records:
@@ -134,8 +136,31 @@ def micro_batches(spark, settings: Settings, shop: Shop, rng: random.Random) -> 
         rows.append((json.dumps({key_column: key}).encode(), value, topic, 0, offsets[name], T0, 0))
         offsets[name] += 1
     cuts = sorted(rng.sample(range(1, len(rows)), BATCHES - 1))
-    bounds = zip([0, *cuts], [*cuts, len(rows)], strict=True)
-    return [rows_frame(spark, rows[a:b], KAFKA) for a, b in bounds]
+    bounds = list(zip([0, *cuts], [*cuts, len(rows)], strict=True))
+    return [rows_frame(spark, rows[a:b], KAFKA) for a, b in bounds], bounds
+
+
+def users_only_left(shop: Shop, bounds: list[tuple[int, int]]) -> int:
+    """Current users that a later batch changes only by an order leaving them: named by no
+    user change and no order's `after` image of the batch (the first batch builds the view
+    whole, so it is not counted)."""
+    found = 0
+    for first, end in bounds[1:]:
+        named, left = set(), set()
+        for name, key, envelope in shop.records[first:end]:
+            if envelope is None:
+                continue
+            if name == "users":
+                named.add(key)
+                continue
+            named |= {envelope["after"]["user_id"]} if envelope["after"] else set()
+            left |= {envelope["before"]["user_id"]} if envelope["before"] else set()
+        live: set[str] = set()
+        for name, key, envelope in shop.records[:end]:
+            if name == "users" and envelope is not None:
+                (live.discard if envelope["op"] == "d" else live.add)(key)
+        found += len((left - named) & live)
+    return found
 
 
 def join_of_current(spark, settings: Settings):
@@ -151,6 +176,7 @@ class Streamed:
     views: list  # the view's rows after each batch
     joins: list  # the batch join of the current tables after each batch
     seen: Counter[str]
+    users_only_left: int
     versions_before_retry: int | None
     versions_after_retry: int | None
 
@@ -165,7 +191,7 @@ def streamed(spark, tmp_path_factory) -> Streamed:
     shop = Shop(rng)
     for _ in range(CHANGES):
         shop.step()
-    batches = micro_batches(spark, settings, shop, rng)
+    batches, bounds = micro_batches(spark, settings, shop, rng)
     checkpoint = str(query_checkpoint(folder / "query", "user-orders-1"))
     stream = ChangelogProcessor(settings, checkpoint)
     views, joins = [], []
@@ -192,12 +218,14 @@ def streamed(spark, tmp_path_factory) -> Streamed:
     # The last batch handed over again after a restart: it is written already.
     ChangelogProcessor(settings, checkpoint)(batches[-1], len(batches) - 1)
     after = table_version(spark, VIEW, settings)
-    return Streamed(folder, settings, views, joins, shop.seen, before, after)
+    left = users_only_left(shop, bounds)
+    return Streamed(folder, settings, views, joins, shop.seen, left, before, after)
 
 
 def test_the_sequence_goes_through_every_case(streamed: Streamed) -> None:
     cases = ("order moved", "user deleted with orders", "user inserted with orders")
     assert all(streamed.seen[c] for c in (*cases, "order of no current user")), streamed.seen
+    assert streamed.users_only_left > 0, "a user only an order's before image names"
 
 
 def test_after_every_batch_the_view_is_the_batch_join_of_the_current_tables(
