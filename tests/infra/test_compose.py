@@ -26,11 +26,15 @@ SECRET_VARS = (
     "TRIBUTARY_AIRFLOW_FERNET_KEY",
     "TRIBUTARY_AIRFLOW_ADMIN_PASSWORD",
 )
+# The loopback cluster's topology (docs/cluster.md): three brokers, a master and two workers.
 REQUIRED_SERVICES = {
-    "kafka",
+    "kafka-1",
+    "kafka-2",
+    "kafka-3",
     "minio",
     "spark-master",
-    "spark-worker",
+    "spark-worker-1",
+    "spark-worker-2",
     "postgres",
     "shop-db",
     "connect",
@@ -91,6 +95,10 @@ def test_compose_config_is_valid_local_only_and_pinned() -> None:
     missing = REQUIRED_SERVICES - services.keys()
     assert not missing, f"services missing from docker-compose.yml: {sorted(missing)}"
     assert services["minio"]["environment"]["MINIO_ROOT_USER"] == env["TRIBUTARY_S3_ACCESS_KEY"]
+    assert "/data{1...4}" in services["minio"]["command"], "MinIO on four drives"
+    brokers = [services[f"kafka-{n}"]["environment"] for n in (1, 2, 3)]
+    assert {b["KAFKA_DEFAULT_REPLICATION_FACTOR"] for b in brokers} == {"3"}
+    assert {b["KAFKA_MIN_INSYNC_REPLICAS"] for b in brokers} == {"2"}
     for name, service in services.items():
         for port in service.get("ports", []):
             assert port.get("host_ip") == "127.0.0.1", f"{name} publishes {port} beyond localhost"
