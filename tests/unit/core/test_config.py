@@ -33,10 +33,14 @@ def test_profile_overlays_base(tmp_path: Path) -> None:
     assert settings.kafka.topic == "events"  # from base.yaml, untouched by the profile
 
 
-def test_cluster_profile_points_at_external_services(tmp_path: Path) -> None:
+def test_cluster_profile_points_at_the_cluster_make_cluster_up_starts(tmp_path: Path) -> None:
     settings = load_settings(profile="cluster", environ=env(tmp_path))
-    assert settings.spark.master.startswith("spark://")
-    assert settings.kafka.bootstrap_servers == "kafka:9092"
+    cluster = settings.cluster  # where infra/services/*_cluster.py start it
+    assert settings.spark.master == f"spark://127.0.0.1:{cluster.spark_master_port}"
+    brokers = ",".join(f"127.0.0.1:{port}" for port in cluster.kafka_ports)
+    assert settings.kafka.bootstrap_servers == brokers
+    assert settings.s3.endpoint == f"http://127.0.0.1:{cluster.minio_port}"
+    assert len(cluster.kafka_ports) == 3 and len(cluster.spark_worker_ports) == 2
 
 
 def test_environment_overrides_files_and_values_are_typed(tmp_path: Path) -> None:
