@@ -44,5 +44,8 @@ def compare_joins_outputs(args: argparse.Namespace) -> Exit:
     except NoJoinToJudge as err:
         print(f"tributary compare: {err}: nothing to compare", file=sys.stderr)
         return Exit.NOTHING_TO_DO
+    except LookupError as err:  # a stream moved on too far to find its last batch's versions
+        print(f"tributary compare: {err}", file=sys.stderr)
+        return Exit.CANNOT_RUN
     print(summary_text(rec, run_id))
     return Exit.OK if rec.passed else Exit.CHECKS_FAILED

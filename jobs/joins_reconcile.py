@@ -72,7 +72,8 @@ def main(argv: list[str]) -> Exit:
         except NoJoinToJudge as err:
             print(f"{JOB}: {err}: nothing compared, nothing written", file=sys.stderr)
             return Exit.NOTHING_TO_DO
-    except (ConfigError, SparkSetupError, StorageError, WriterBusyError) as err:
+    # LookupError: a stream moved on too far to find its last batch's versions; run again.
+    except (ConfigError, SparkSetupError, StorageError, WriterBusyError, LookupError) as err:
         print(f"{JOB}: {err}", file=sys.stderr)
         return Exit.CANNOT_RUN
     outcome = result(rec, run_id, recorded=True)

@@ -1,7 +1,9 @@
 """The joins' judges among the other reconciliations: run them, record them, tell them.
 
 Each join has a judge that recomputes its output with the stream's own transforms over the
-same inputs, all at once, and compares: the enrichment (lakehouse.joins.reconcile), ... Each
+same inputs, all at once, and compares: the enrichment (lakehouse.joins.reconcile), the
+windowed stream-stream joins (lakehouse.joins.windowed_reconcile) and the commerce stream's
+order state (lakehouse.commerce.rebuild, the event-sourced fold of the log). Each
 judge gives one `JudgedOutput` per output table; this module runs every judge whose stream
 has completed a batch, writes one row per output to dq.reconciliation_runs (`view` the
 output, `batch` the recompute vs `stream`) and prints the summary. A run's rows carry its id
@@ -100,16 +102,74 @@ def enrichment_judge(spark: SparkSession, settings: Settings) -> list[JudgedOutp
     ]
 
 
+class NotStarted(Exception):
+    """A judge's stream has completed no batch yet."""
+
+
+EXAMPLES = 5
+
+
+def stream_joins_judge(spark: SparkSession, settings: Settings) -> list[JudgedOutput]:
+    """The windowed stream-stream joins (lakehouse.joins.windowed_reconcile): each output
+    against the batch join of its on-time input rows; the pairs a late row cost are
+    explained, the orders whose hour the watermark has not passed open."""
+    from lakehouse.joins.windowed import QUERIES
+    from lakehouse.joins.windowed_reconcile import reconcile_windowed_joins
+
+    outputs = {q.name: q.output.name.partition(".")[2] for q in QUERIES}
+    judged = [v for v in reconcile_windowed_joins(spark, settings) if v.batch_id is not None]
+    if not judged:
+        raise NotStarted("the stream joins have completed no batch yet")
+    return [
+        JudgedOutput(
+            outputs[v.query],
+            "rows",
+            v.compared,
+            v.differing,
+            explained=v.not_emitted_for_late,
+            open=v.open_orders,
+            examples=tuple(v.examples),
+            as_of=f"as of {v.query} batch {v.batch_id} (watermark {v.watermark})",
+        )
+        for v in judged
+    ]
+
+
+def commerce_judge(spark: SparkSession, settings: Settings) -> list[JudgedOutput]:
+    """The order state against the batch fold of bronze.commerce_raw, both as the commerce
+    stream's last completed batch left them (lakehouse.commerce.rebuild.judge_live_state)."""
+    from lakehouse.commerce.rebuild import judge_live_state
+
+    judged = judge_live_state(spark, settings)
+    first = judged.differences.orderBy("order_id", "side").limit(EXAMPLES).collect()
+    differing = judged.differences.select("order_id").distinct().count() if first else 0
+    return [
+        JudgedOutput(
+            "order_state",
+            "orders",
+            judged.orders,
+            differing,
+            examples=tuple(f"order_id={r['order_id']}: {r.asDict()}" for r in first),
+            as_of=f"as of commerce batch {judged.batch_id}",
+        )
+    ]
+
+
 def judges() -> dict[str, Judge]:
     """Every join's judge, by the join's name."""
-    return {"enrichment": enrichment_judge}
+    return {
+        "enrichment": enrichment_judge,
+        "stream_joins": stream_joins_judge,
+        "commerce": commerce_judge,
+    }
 
 
 def nothing_yet() -> tuple[type[Exception], ...]:
     """The judges' own "no batch yet" errors."""
+    from lakehouse.commerce.rebuild import NothingToCompare
     from lakehouse.joins.reconcile import NothingToReconcile
 
-    return (NothingToReconcile,)
+    return (NothingToReconcile, NothingToCompare, NotStarted)
 
 
 def reconcile_joins(
