@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from lakehouse.core.commerce import ORDER_EVENT_TYPES, STATUS_NONE
 from lakehouse.core.lazy import LazyModule
 from lakehouse.quality.suites import (
     KAFKA_TYPES,
@@ -29,9 +30,6 @@ if TYPE_CHECKING:
     import great_expectations.expectations as gxe
 else:
     gxe = LazyModule("great_expectations.expectations")
-
-# An order's lifecycle statuses and event types (lakehouse.core.commerce's contract).
-ORDER_EVENT_TYPES = ("placed", "paid", "shipped", "delivered", "cancelled")
 
 
 def _no_groups(name: str, query: str, description: str) -> Check:
@@ -186,23 +184,35 @@ def payments_suite() -> Suite:
 
 
 def order_state_suite(name: str = "silver.order_state") -> Suite:
-    """Each order once, in a lifecycle status, folded from at least its placed event."""
-
+    """Each order once, in a lifecycle status folded from its placed event and those after;
+    an order whose events were all refused (never placed) is kept, status `none`, so that its
+    rejections are not lost."""
+    placed = f"status <> '{STATUS_NONE}'"
     return _suite(
         name,
-        _not_null(Action.FAIL, "order_id", "user_id", "status", "placed_at", "last_event_id"),
+        _not_null(Action.FAIL, "order_id", "status", "events_applied", "rejected"),
         Check(
             "status_known",
-            gxe.ExpectColumnValuesToBeInSet(column="status", value_set=list(ORDER_EVENT_TYPES)),
+            gxe.ExpectColumnValuesToBeInSet(
+                column="status", value_set=[STATUS_NONE, *ORDER_EVENT_TYPES]
+            ),
             Action.FAIL,
         ),
         _unique(Action.FAIL, "order_id"),
         _no_rows(
-            "counts_plausible",
-            "events_applied < 1 OR rejected < 0 OR updated_at < placed_at",
+            "placed_orders_complete",
+            f"{placed} AND (user_id IS NULL OR placed_at IS NULL OR last_event_id IS NULL "
+            "OR events_applied < 1 OR updated_at < placed_at)",
             Action.FAIL,
-            "An order's state comes from one applied event or more, its placed one first.",
+            "A placed order has its user, its placed time and at least its placed event.",
         ),
+        _no_rows(
+            "unplaced_orders_applied_nothing",
+            f"NOT ({placed}) AND (events_applied <> 0 OR rejected < 1)",
+            Action.FAIL,
+            "An order never placed applied no event and exists for its rejections.",
+        ),
+        _non_negative(Action.FAIL, "rejected"),
     )
 
 

@@ -181,7 +181,11 @@ CLEAN = {
     ],
     "silver.order_events": [order_event(0), order_event(1)],
     "silver.payments": [payment(0), payment(1)],
-    "silver.order_state": [order_state(0), order_state(1, status="placed", events_applied=1)],
+    "silver.order_state": [
+        order_state(0),
+        order_state(1, status="placed", events_applied=1),
+        order_state(2, status="none", events_applied=0, rejected=1, placed_at=None, user_id=None),
+    ],
     "silver.order_transitions_rejected": [rejected(0), rejected(1)],
     "silver.purchase_attribution": [attribution(0), attribution(1)],
     "silver.order_payments": [order_payment(0), order_payment(1, **UNPAID)],
@@ -219,7 +223,12 @@ DEFECTS = [
     ("silver.payments", [payment(0, amount=Decimal("-1"))], "amount_not_negative"),
     ("silver.order_state", [order_state(0), order_state(0)], "order_id_unique"),
     ("silver.order_state", [order_state(0, status="lost")], "status_known"),
-    ("silver.order_state", [order_state(0, events_applied=0)], "counts_plausible"),
+    ("silver.order_state", [order_state(0, events_applied=0)], "placed_orders_complete"),
+    (
+        "silver.order_state",
+        [order_state(0, status="none", rejected=0)],
+        "unplaced_orders_applied_nothing",
+    ),
     ("silver.order_transitions_rejected", [rejected(0, reason=" ")], "reason_not_empty"),
     ("silver.order_transitions_rejected", [rejected(0), rejected(0)], "event_id_unique"),
     (
