@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,7 @@ LOG4J_CONFIG = REPO_ROOT / "infra" / "spark" / "log4j2.properties"
 
 
 DELTA_LOG_TASKS = "spark.databricks.delta.snapshotPartitions"
+BIND_ADDRESS = "spark.driver.bindAddress"
 
 
 class SparkSetupError(Exception):
@@ -126,14 +128,19 @@ def get_spark(
     if java_options is None:
         java_options = driver_java_options(class_archive(jars_dir))
     _check_master(settings.spark.master)
-    if settings.spark.master.startswith("local"):
+    conf = spark_conf(settings, jars_dir, java_options)
+    if settings.spark.master.startswith("local") or conf.get(BIND_ADDRESS) == "127.0.0.1":
         # Spark's web UI binds to SPARK_LOCAL_IP, or to every interface without it.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if not settings.spark.master.startswith("local"):
+        # Executors run Python workers with the interpreter the driver names (pyspark sends
+        # its PYSPARK_PYTHON, else "python3", which lacks the project's packages): this one,
+        # which a cluster on this machine (make cluster-up) has too. Set it for another.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"tributary-{app_name}")
-    conf = spark_conf(settings, jars_dir, java_options)
     for key, value in {**conf, **(overrides or {})}.items():
         builder = builder.config(key, value)
     try:
