@@ -45,6 +45,10 @@ def test_the_live_state_is_judged_against_the_batch_fold_as_of_its_last_batch(
     result = read_result("commerce_reconcile", ran.stdout.splitlines())
     assert result is not None
     assert (result["batch_id"], result["orders"], result["differences"]) == (1, 3, 0)
+    joins = run_job_here("jobs.joins_reconcile", "--join", "commerce", "--run-id", "c1", **env)
+    assert joins.returncode == Exit.OK, joins.stderr
+    outputs = read_result("joins_reconcile", joins.stdout.splitlines())["outputs"]  # type: ignore[index]
+    assert outputs["order_state"]["compared"] == 3 and outputs["order_state"]["differing"] == 0
 
     # The stream's last batch got an order wrong.
     [app] = [r["app_id"] for r in read_table(spark, LIVE.progress, settings).limit(1).collect()]
@@ -57,3 +61,6 @@ def test_the_live_state_is_judged_against_the_batch_fold_as_of_its_last_batch(
     result = read_result("commerce_reconcile", ran.stdout.splitlines())
     assert result is not None and result["differences"] == 2, "the wrong row and the right one"
     assert "'order_id': 'o2'" in ran.stderr
+    joins = run_job_here("jobs.joins_reconcile", "--join", "commerce", "--run-id", "c1", **env)
+    assert joins.returncode == Exit.CHECKS_FAILED
+    assert "order_state: 1 of 3 orders differ" in joins.stderr and "order_id=o2" in joins.stderr
