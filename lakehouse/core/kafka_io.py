@@ -69,7 +69,9 @@ def ensure_topic(
                     NewTopic(
                         name,
                         partitions or settings.kafka.partitions,
-                        1,
+                        # The broker's default.replication.factor: 1 on the embedded broker,
+                        # every broker of a cluster (infra/kafka/cluster.properties).
+                        -1,
                         topic_configs={
                             "retention.ms": str(settings.kafka.retention_ms),
                             # The broker stamps each record on arrival: the future-event rule
