@@ -7,7 +7,8 @@
     python -m infra.services chain  # unpause the DAGs of the automatic chain (make demo)
 
 SERVICE: kafka, postgres, connect, minio, airflow (default: all, in this order; `down` stops
-them in the reverse order).
+them in the reverse order). The loopback cluster's services (docs/cluster.md) start only when
+named: spark-cluster, kafka-cluster, minio-cluster (`make cluster-up`).
 
 `--record` writes the names this call actually started, and `--only-recorded` stops just
 those: `make test` uses the pair so it stops what it started and leaves the rest running.
@@ -25,8 +26,11 @@ from infra.services.airflow import Airflow, airflow_bin
 from infra.services.base import Context, Service
 from infra.services.connect import Connect
 from infra.services.kafka import Kafka
+from infra.services.kafka_cluster import KafkaCluster
 from infra.services.minio import Minio
+from infra.services.minio_cluster import MinioCluster
 from infra.services.postgres import Postgres
+from infra.services.spark_cluster import SparkCluster
 from lakehouse.cdc.supervisor import ChangelogSupervisor
 from lakehouse.commerce.supervisor import CommerceSupervisor
 from lakehouse.core.config import ConfigError, get_settings
@@ -48,11 +52,17 @@ ORDER: dict[str, Callable[[Context], Service]] = {
     "minio": Minio,
     "airflow": Airflow,
 }
+# The loopback cluster (docs/cluster.md): never part of "all", started only when named.
+CLUSTER: dict[str, Callable[[Context], Service]] = {
+    "kafka-cluster": KafkaCluster,
+    "minio-cluster": MinioCluster,
+    "spark-cluster": SparkCluster,
+}
 
 
 def services(names: list[str]) -> list[Service]:
     ctx = Context(settings=get_settings(), state=state_dir())
-    return [ORDER[name](ctx) for name in (names or list(ORDER))]
+    return [{**ORDER, **CLUSTER}[name](ctx) for name in (names or list(ORDER))]
 
 
 def up(names: list[str], record: Path | None) -> None:
@@ -145,7 +155,10 @@ def main(argv: list[str]) -> int:
     for command in ("up", "down"):
         p = sub.add_parser(command, allow_abbrev=False)
         p.add_argument(
-            "names", nargs="*", metavar="SERVICE", help=f"any of {', '.join(ORDER)} (default: all)"
+            "names",
+            nargs="*",
+            metavar="SERVICE",
+            help=f"any of {', '.join([*ORDER, *CLUSTER])} (default: {', '.join(ORDER)})",
         )
     sub.choices["up"].add_argument("--record", type=Path)
     sub.choices["down"].add_argument("--only-recorded", type=Path)
@@ -155,8 +168,8 @@ def main(argv: list[str]) -> int:
     cli.add_argument("args", nargs=argparse.REMAINDER, help="passed to the airflow command")
     args = parser.parse_args(argv)
     for name in getattr(args, "names", []):
-        if name not in ORDER:
-            parser.error(f"unknown service {name!r}; choose from {', '.join(ORDER)}")
+        if name not in ORDER and name not in CLUSTER:
+            parser.error(f"unknown service {name!r}; choose from {', '.join([*ORDER, *CLUSTER])}")
     try:
         if args.command == "up":
             up(args.names, args.record)
