@@ -89,6 +89,16 @@ test-down:  ## stop the tests' own services
 test-fast: setup  ## the inner loop: every test that needs no service (unit, DAG files, infra)
 	@$(PYTEST) tests/unit tests/dags tests/infra
 
+.PHONY: cluster-up cluster-down
+# The loopback cluster (docs/cluster.md), beside the embedded services on ports of its own.
+CLUSTER_SERVICES := kafka-cluster minio-cluster spark-cluster
+
+cluster-up: setup  ## start a Spark master + 2 workers, 3 Kafka brokers, a 4-drive MinIO on 127.0.0.1 (profile cluster)
+	@TRIBUTARY_PROFILE=cluster $(PY) -m infra.services up $(CLUSTER_SERVICES)
+
+cluster-down:  ## stop the loopback cluster
+	@if [ -x $(PY) ]; then TRIBUTARY_PROFILE=cluster $(PY) -m infra.services down $(CLUSTER_SERVICES); else echo "nothing installed yet"; fi
+
 clean-bench: setup  ## delete the benchmarks' Kafka topics and lakehouses (needs `make up`; bench/results stays)
 	@$(PY) -m bench.clean
 
