@@ -241,6 +241,10 @@ class ProgressRecorder:
         self._wrote = False
 
     def record(self, spark: SparkSession, running: StreamingQuery) -> None:
+        if not self._wrote:
+            # A restart reports again the batch it redoes: rows of batches already recorded
+            # (by an earlier run of the same checkpoint) are left out.
+            self.recorded = max(self.recorded, last_recorded(spark, self.settings, self.sink))
         reports = [json.loads(p.json) for p in running.recentProgress]
         new = [
             r
@@ -258,6 +262,16 @@ class ProgressRecorder:
         self._wrote = True
         for report in new:
             self.sink.output_rows.pop(int(report["batchId"]), None)
+
+
+def last_recorded(spark: SparkSession, settings: Settings, sink: JoinSink) -> int:
+    """The newest batch of the sink's query in ops.join_progress (-1: none)."""
+    if not table_exists(spark, PROGRESS, settings):
+        return -1
+    rows = spark.read.format("delta").load(PROGRESS.path(settings))
+    mine = rows.where((F.col("query") == sink.query.name) & (F.col("app_id") == sink.app_id(spark)))
+    [[newest]] = mine.agg(F.max("batch_id")).collect()
+    return -1 if newest is None else int(newest)
 
 
 # Spark keeps this many progress reports per query; the recorder writes the new ones every
