@@ -1,0 +1,96 @@
+"""The loopback cluster's services (make cluster-up) refuse a port in use with the setting to
+change, form one Kafka quorum replicating every topic on all brokers, and are never started by
+a plain `make up`."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infra.services.base import Context, Service
+from infra.services.kafka_cluster import KafkaCluster
+from infra.services.minio_cluster import MinioCluster
+from infra.services.spark_cluster import SparkCluster
+from lakehouse.core.config import load_settings
+from lakehouse.core.processes import ServiceError
+from lakehouse.core.secrets import ensure_secrets
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port some other program is listening on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def context(tmp_path: Path, **cluster: str) -> Context:
+    env = {**os.environ, "TRIBUTARY_STATE": str(tmp_path / "state")}
+    env.update({f"TRIBUTARY__CLUSTER__{k.upper()}": v for k, v in cluster.items()})
+    ensure_secrets(env)
+    settings = load_settings(profile="cluster", environ=env)
+    return Context(settings=settings, state=tmp_path / "state")
+
+
+@pytest.mark.parametrize(
+    ("service", "setting", "value"),
+    [
+        (KafkaCluster, "kafka_ports", "[{port}, 1, 2]"),
+        (MinioCluster, "minio_port", "{port}"),
+        (SparkCluster, "spark_master_port", "{port}"),
+    ],
+)
+def test_a_port_in_use_is_refused_with_the_setting_to_change(
+    tmp_path: Path, busy_port: int, service: type[Service], setting: str, value: str
+) -> None:
+    svc = service(context(tmp_path, **{setting: value.format(port=busy_port)}))
+    with pytest.raises(ServiceError) as caught:
+        svc.start()
+    message = str(caught.value)
+    assert f"127.0.0.1:{busy_port} is already in use" in message
+    assert f"TRIBUTARY__CLUSTER__{setting.upper()}" in message
+    assert not svc.running()
+
+
+def test_the_kafka_nodes_are_one_quorum_replicating_every_topic_on_all(tmp_path: Path) -> None:
+    kafka = KafkaCluster(context(tmp_path))
+    props = []
+    for node, _, _ in kafka.nodes:
+        text = Path(kafka._write_properties(node)).read_text()
+        props.append(dict(line.split("=", 1) for line in text.splitlines() if "=" in line))
+    assert [p["node.id"] for p in props] == ["1", "2", "3"]
+    assert {p["controller.quorum.voters"] for p in props} == {
+        "1@127.0.0.1:9195,2@127.0.0.1:9196,3@127.0.0.1:9197"
+    }
+    assert {p["listeners"].split(",")[0] for p in props} == {
+        f"PLAINTEXT://127.0.0.1:{port}" for port in (9192, 9193, 9194)
+    }
+    for key in ("default.replication.factor", "offsets.topic.replication.factor"):
+        assert {p[key] for p in props} == {"3"}, key
+    for key in ("min.insync.replicas", "transaction.state.log.min.isr"):
+        assert {p[key] for p in props} == {"2"}, key
+    assert len({p["log.dirs"] for p in props}) == 3, "a log folder each"
+
+
+def test_minio_has_four_drives_and_the_spark_cluster_two_workers(tmp_path: Path) -> None:
+    ctx = context(tmp_path)
+    assert len(MinioCluster(ctx).drives()) == 4
+    assert [p.name for p in SparkCluster(ctx).procs()] == [
+        "spark-master",
+        "spark-worker-1",
+        "spark-worker-2",
+    ]
+
+
+def test_a_plain_up_never_starts_the_cluster() -> None:
+    from infra.services.__main__ import CLUSTER, ORDER, services
+
+    names = [svc.name for svc in services([])]
+    assert names == list(ORDER)
+    assert not set(names) & set(CLUSTER)
+    assert [svc.name for svc in services(list(CLUSTER))] == list(CLUSTER)
