@@ -37,6 +37,7 @@ from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.paths import state_dir
 from lakehouse.core.processes import ServiceError
 from lakehouse.joins.supervisor import EnrichmentSupervisor
+from lakehouse.joins.windowed_supervisor import StreamJoinsSupervisor
 from lakehouse.speed.supervisor import SpeedLayerSupervisor, StreamSupervisor
 
 # The DAGs that keep the platform running by themselves (docs/operations.md): the stream up,
@@ -99,6 +100,7 @@ def down(names: list[str], recorded: Path | None) -> None:
         stop_supervised_stream(ChangelogSupervisor(get_settings()))
         stop_supervised_stream(EnrichmentSupervisor(get_settings()))
         stop_supervised_stream(CommerceSupervisor(get_settings()))
+        stop_supervised_stream(StreamJoinsSupervisor(get_settings()))
     for svc in reversed(services(names)):
         print(f"==> {svc.name}: {'stopped' if svc.stop() else 'was not running'}")
     if recorded is not None:
