@@ -313,3 +313,14 @@ def test_the_judge_job_passes_and_without_batches_has_nothing_to_compare(
     refused = run_job_here("jobs.stream_joins", "--available-now", **empty)
     assert refused.returncode == Exit.CANNOT_RUN
     assert "no input tables yet" in refused.stderr and "silver.events" in refused.stderr
+
+
+def test_the_judge_finds_a_stream_that_differs_from_its_batch_join(spark, scenario) -> None:
+    # judged with a 10-minute window, the stream's (b1, c1) (30 minutes before) is not in the
+    # batch join
+    joins = scenario.settings.joins.model_copy(update={"attribution_window_seconds": 600})
+    narrower = scenario.settings.model_copy(update={"joins": joins})
+    verdict = reconcile_join(spark, narrower, ATTRIBUTION_QUERY)
+    assert not verdict.equal and verdict.differing == 1
+    [example] = verdict.examples
+    assert example.startswith("not in the batch join") and '"click_event_id": "c1"' in example
