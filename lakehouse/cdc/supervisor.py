@@ -103,45 +103,27 @@ def judge_changelog(
     """The changelog stream's (or another `stream` over topics) verdict from its newest
     progress rows (newest first) and its lag per topic partition: stale (restart it),
     starting (no batch yet while records wait) or healthy."""
-    from lakehouse.speed.progress import Health, last_sign_of_life
+    from lakehouse.speed.progress import stream_verdict
 
     describe = describe or describe_batch
     waiting = sum(lag.values())
     newest = rows[0] if rows else None
-    batch = int(newest["batch_id"]) if newest else None
-    at = as_utc(newest["processed_at"]) if newest else None
-    last = last_sign_of_life(at, running_since)
-    idle = (now - last).total_seconds() if last else 0.0
     behind = ", ".join(f"{key} {n:,}" for key, n in sorted(lag.items()) if n) or "none"
     limit = settings.speed.stale_after_seconds
-    if waiting and last is not None and idle > limit:
-        return Health(
-            "stale",
-            f"stale: no {stream} batch for {idle:.0f} s (limit {limit} s) while {waiting:,} "
-            f"records wait in the {stream} topics ({behind}); last batch: {describe(newest)}",
-            "restart",
-            waiting,
-            batch,
-            at,
-        )
-    started = running_since is not None and (at is None or at < as_utc(running_since))
-    if waiting and (newest is None or started):
-        return Health(
-            "starting",
-            f"starting: no {stream} batch yet since the stream started; {waiting:,} records "
-            f"wait ({behind})",
-            "wait",
-            waiting,
-            batch,
-            at,
-        )
-    return Health(
-        "healthy",
-        f"healthy: last {stream} batch {describe(newest)}; {waiting:,} records wait ({behind})",
-        "none",
+    return stream_verdict(
         waiting,
-        batch,
-        at,
+        (int(newest["batch_id"]), as_utc(newest["processed_at"])) if newest else None,
+        now,
+        running_since,
+        limit,
+        lambda idle: (
+            f"stale: no {stream} batch for {idle:.0f} s (limit {limit} s) while "
+            f"{waiting:,} records wait in the {stream} topics ({behind}); last batch: "
+            f"{describe(newest)}"
+        ),
+        f"starting: no {stream} batch yet since the stream started; {waiting:,} records "
+        f"wait ({behind})",
+        f"healthy: last {stream} batch {describe(newest)}; {waiting:,} records wait ({behind})",
     )
 
 

@@ -57,7 +57,7 @@ def judge_enrichment(
     latest version of silver.events: stale (restart it), starting (no batch yet while silver
     has events) or healthy."""
     from lakehouse.joins.enrichment import SILVER_PIN
-    from lakehouse.speed.progress import Health, last_sign_of_life
+    from lakehouse.speed.progress import stream_verdict
 
     newest = rows[0] if rows else None
     read = (newest.get("versions") or {}).get(SILVER_PIN) if newest else None
@@ -65,43 +65,25 @@ def judge_enrichment(
         waiting = 0
     else:
         waiting = silver_version + 1 if read is None else max(0, silver_version - int(read))
-    batch = int(newest["batch_id"]) if newest else None
     at = as_utc(newest["processed_at"]) if newest else None
-    last = last_sign_of_life(at, running_since)
-    idle = (now - last).total_seconds() if last else 0.0
     limit = settings.speed.stale_after_seconds
     last_batch = (
-        f"{batch} at {at:%Y-%m-%d %H:%M:%S}Z, {newest['events']:,} events, "
+        f"{newest['batch_id']} at {at:%Y-%m-%d %H:%M:%S}Z, {newest['events']:,} events, "
         f"{newest['corrected']:,} corrected"
         if newest and at
         else "none yet"
     )
-    if waiting and last is not None and idle > limit:
-        return Health(
-            "stale",
-            f"stale: no enrichment batch for {idle:.0f} s (limit {limit} s) while silver.events "
-            f"has {waiting:,} newer commits; last batch: {last_batch}",
-            "restart",
-            waiting,
-            batch,
-            at,
-        )
-    started = running_since is not None and (at is None or at < as_utc(running_since))
-    if waiting and (newest is None or started):
-        return Health(
-            "starting",
-            f"starting: no enrichment batch yet since the stream started; silver.events has "
-            f"{waiting:,} commits to read",
-            "wait",
-            waiting,
-            batch,
-            at,
-        )
-    return Health(
-        "healthy",
-        f"healthy: last enrichment batch {last_batch}; silver.events has {waiting:,} newer commits",
-        "none",
+    return stream_verdict(
         waiting,
-        batch,
-        at,
+        (int(newest["batch_id"]), at) if newest and at else None,
+        now,
+        running_since,
+        limit,
+        lambda idle: (
+            f"stale: no enrichment batch for {idle:.0f} s (limit {limit} s) while "
+            f"silver.events has {waiting:,} newer commits; last batch: {last_batch}"
+        ),
+        f"starting: no enrichment batch yet since the stream started; silver.events has "
+        f"{waiting:,} commits to read",
+        f"healthy: last enrichment batch {last_batch}; silver.events has {waiting:,} newer commits",
     )

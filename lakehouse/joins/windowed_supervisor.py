@@ -79,7 +79,7 @@ def judge_stream_joins(
     """The joins' verdict from their newest progress rows (newest first) and the latest
     version of each source table (by path): stale (restart them), starting (no batch yet
     while sources have commits) or healthy."""
-    from lakehouse.speed.progress import Health, last_sign_of_life
+    from lakehouse.speed.progress import stream_verdict
 
     read = read_versions(rows)
     waiting = sum(
@@ -88,43 +88,25 @@ def judge_stream_joins(
         if version is not None
     )
     newest = rows[0] if rows else None
-    batch = int(newest["batch_id"]) if newest else None
     at = as_utc(newest["processed_at"]) if newest else None
-    last = last_sign_of_life(at, running_since)
-    idle = (now - last).total_seconds() if last else 0.0
     limit = settings.speed.stale_after_seconds
     last_batch = (
-        f"{newest['query']} {batch} at {at:%Y-%m-%d %H:%M:%S}Z, watermark {newest['watermark']}, "
-        f"{newest['state_rows'] or 0:,} state rows"
+        f"{newest['query']} {newest['batch_id']} at {at:%Y-%m-%d %H:%M:%S}Z, watermark "
+        f"{newest['watermark']}, {newest['state_rows'] or 0:,} state rows"
         if newest and at
         else "none yet"
     )
-    if waiting and last is not None and idle > limit:
-        return Health(
-            "stale",
-            f"stale: no stream joins batch for {idle:.0f} s (limit {limit} s) while their "
-            f"sources have {waiting:,} newer commits; last batch: {last_batch}",
-            "restart",
-            waiting,
-            batch,
-            at,
-        )
-    started = running_since is not None and (at is None or at < as_utc(running_since))
-    if waiting and (newest is None or started):
-        return Health(
-            "starting",
-            f"starting: no stream joins batch yet since they started; their sources have "
-            f"{waiting:,} commits to read",
-            "wait",
-            waiting,
-            batch,
-            at,
-        )
-    return Health(
-        "healthy",
-        f"healthy: last stream joins batch {last_batch}; sources have {waiting:,} newer commits",
-        "none",
+    return stream_verdict(
         waiting,
-        batch,
-        at,
+        (int(newest["batch_id"]), at) if newest and at else None,
+        now,
+        running_since,
+        limit,
+        lambda idle: (
+            f"stale: no stream joins batch for {idle:.0f} s (limit {limit} s) while "
+            f"their sources have {waiting:,} newer commits; last batch: {last_batch}"
+        ),
+        f"starting: no stream joins batch yet since they started; their sources have "
+        f"{waiting:,} commits to read",
+        f"healthy: last stream joins batch {last_batch}; sources have {waiting:,} newer commits",
     )

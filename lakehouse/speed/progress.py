@@ -7,7 +7,7 @@ verdict out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -200,6 +200,31 @@ def last_sign_of_life(
     batch, or its process's start if later (None: neither is known)."""
     signs = [_utc(t) for t in (last_batch_at, running_since) if t is not None]
     return max(signs, default=None)
+
+
+def stream_verdict(
+    waiting: int,
+    newest: tuple[int, datetime] | None,
+    now: datetime,
+    running_since: datetime | None,
+    limit: float,
+    stale: Callable[[float], str],
+    starting: str,
+    healthy: str,
+) -> Health:
+    """A supervised stream's verdict from what waits for it and its newest batch (id, when):
+    stale (restart it) when nothing came for `limit` seconds since its last sign of life
+    while something waits; starting (wait) when it has had no batch since its start while
+    something waits; healthy otherwise. `stale` says it given the seconds idle."""
+    batch, at = newest if newest else (None, None)
+    last = last_sign_of_life(at, running_since)
+    idle = (now - last).total_seconds() if last else 0.0
+    if waiting and last is not None and idle > limit:
+        return Health("stale", stale(idle), "restart", waiting, batch, at)
+    started = running_since is not None and (at is None or at < _utc(running_since))
+    if waiting and (at is None or started):
+        return Health("starting", starting, "wait", waiting, batch, at)
+    return Health("healthy", healthy, "none", waiting, batch, at)
 
 
 def _utc(moment: datetime) -> datetime:
