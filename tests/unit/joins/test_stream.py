@@ -158,6 +158,7 @@ def test_without_silver_events_it_refuses_in_one_line(
     judged = run_job_here("jobs.joins_reconcile", **env)
     assert judged.returncode == Exit.NOTHING_TO_DO
     assert judged.stderr == (
-        "joins_reconcile: no join's stream has completed a batch yet (enrichment): "
+        "joins_reconcile: no join's stream has completed a batch yet (enrichment, "
+        "stream_joins, commerce): "
         "nothing compared, nothing written\n"
     )
