@@ -107,3 +107,28 @@ def check_groups(items: list[pytest.Item]) -> None:
             "uses Airflow must be in the airflow group, and only those; one that uses "
             f"tests/integration/streamed_day.py in the streamed_day group): {', '.join(wrong)}"
         )
+
+
+# The time each work unit took (setup, call and teardown of its tests), summed on the
+# controller: the run's summary lists the longest ones and each worker's total, to show where
+# `make test`'s wall time goes.
+_GROUP_SECONDS: Counter[str] = Counter()
+_WORKER_SECONDS: Counter[str] = Counter()
+SLOWEST_GROUPS = 20
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    node = getattr(report, "node", None)
+    worker = getattr(getattr(node, "gateway", None), "id", "main")
+    _GROUP_SECONDS[group_of(report.nodeid)] += report.duration
+    _WORKER_SECONDS[worker] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _GROUP_SECONDS:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section(f"slowest {SLOWEST_GROUPS} work units (seconds)")
+    for group, seconds in _GROUP_SECONDS.most_common(SLOWEST_GROUPS):
+        write(f"{seconds:8.1f}  {group}")
+    write("per worker: " + ", ".join(f"{w} {s:.0f}" for w, s in sorted(_WORKER_SECONDS.items())))
