@@ -28,6 +28,8 @@ from lakehouse.cdc.connector import (
     connector_status,
     register_connector,
     restart_connector,
+    slot_reader_pid,
+    wait_for_new_slot_reader,
     wait_until_committed,
     wait_until_running,
 )
@@ -148,9 +150,13 @@ def snapshot_new_table(cdc: CdcSettings, table: str, timeout: float = 90.0) -> s
     pattern = _include_pattern(cdc, table)
     added = pattern not in listed
     if added:
-        # A config change restarts the task, which adds the table to the publication.
+        # A config change restarts the task, which adds the table to the publication. The
+        # signal must reach the restarted task: the old one, still streaming for a moment,
+        # would drop a snapshot request for a table it does not capture.
+        reader = slot_reader_pid(cdc)
         config["table.include.list"] = ",".join([*listed, pattern])
         _request(cdc, "PUT", f"/connectors/{_name(cdc)}/config", config)
+        wait_for_new_slot_reader(cdc, reader, timeout)
     wait_until_running(cdc, timeout)
     signal_id = send_snapshot_signal(cdc, table)
     what = "added it to the connector's tables and " if added else ""

@@ -232,6 +232,29 @@ def delete_connector(cdc: CdcSettings) -> bool:
     return status != 404
 
 
+def slot_reader_pid(cdc: CdcSettings) -> int | None:
+    """The PostgreSQL backend that streams the connector's replication slot (its task's
+    connection), or None while no task reads it."""
+    with connect(cdc, autocommit=True) as conn:
+        query = "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s"
+        row = conn.execute(query, (cdc.slot_name,)).fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def wait_for_new_slot_reader(cdc: CdcSettings, before: int | None, timeout: float = 90.0) -> None:
+    """After a config change, wait until a task other than the one reading the slot `before`
+    streams it: only that task runs the new config (Connect restarts the task asynchronously,
+    and the old one goes on reading the WAL for a while)."""
+    deadline = time.monotonic() + timeout
+    while (pid := slot_reader_pid(cdc)) is None or pid == before:
+        if time.monotonic() > deadline:
+            raise CdcError(
+                f"connector {cdc.connector_name}: no restarted task reads replication slot "
+                f"{cdc.slot_name} {timeout:.0f}s after its config changed; see the Connect log"
+            )
+        time.sleep(0.5)
+
+
 def drop_replication_slot(cdc: CdcSettings, timeout: float = 30.0) -> bool:
     """Drop the connector's slot and publication (the WAL the slot holds is freed; a new
     connector snapshots again). Delete the connector first: its task lets go of the slot
