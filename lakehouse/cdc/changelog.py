@@ -35,6 +35,7 @@ from lakehouse.core.delta_io import (
     append_new,
     append_once,
     merge_once,
+    read_before_batch,
     read_table,
     small_frame,
     table_exists,
@@ -132,7 +133,7 @@ class ChangelogProcessor:
                     mine, changes_table(captured), settings, app, batch_id, untried=untried
                 )
                 rows = typed_rows(mine, captured).localCheckpoint()
-                return self.apply(spark, rows, captured, app, batch_id, merges)
+                return self.apply(spark, rows, captured, app, batch_id, merges, untried)
             finally:
                 merges.ended(captured)
 
@@ -165,11 +166,14 @@ class ChangelogProcessor:
         app: str,
         batch: int,
         merges: CurrentMerges | None = None,
+        untried: bool = False,
     ) -> int:
         """Merge a table's row changes into its current rows (told to `merges`), then its
-        history; how many changes were applied (a change delivered twice counted once)."""
+        history; how many changes were applied (a change delivered twice counted once). A
+        retried batch reads the history as its first try did, before its own MERGE: what it
+        decides and counts is the first try's, whatever that try committed."""
         settings = self.settings
-        history = read_history(spark, settings, captured)
+        history = read_before_batch(spark, history_table(captured), settings, app, batch, untried)
         unapplied = unapplied_changes(rows, history, captured).localCheckpoint()
         winners = winning_changes(unapplied, captured)
         merge_current(winners, current_table(captured), settings, captured, app, batch)
@@ -178,14 +182,6 @@ class ChangelogProcessor:
         extension = extend_history(history, rows, captured)
         merge_history(extension, history_table(captured), settings, captured, app, batch)
         return distinct_changes(unapplied, captured).count()
-
-
-def read_history(spark: SparkSession, settings: Settings, captured: CapturedTable) -> DataFrame:
-    """The table's history as the batch before left it (none yet: no rows)."""
-    target = history_table(captured)
-    if table_exists(spark, target, settings):
-        return read_table(spark, target, settings)
-    return spark.createDataFrame([], target.spark_schema())
 
 
 def merge_current(
@@ -231,7 +227,7 @@ def merge_history(
         return builder.whenMatchedUpdate(set=values).whenNotMatchedInsert(values=values)
 
     on = f"{key_match(captured)} AND t.lsn = s.lsn"
-    merge_once(extension.select(*columns), target, settings, app, batch, merge, on=on)
+    merge_once(extension.select(*columns), target, settings, app, batch, merge, on=on, mark=True)
 
 
 def key_match(captured: CapturedTable) -> str:

@@ -20,7 +20,6 @@ version before the batch's own mark, when a first try wrote one.
 
 from __future__ import annotations
 
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -33,16 +32,16 @@ from lakehouse.core import commerce as contract
 from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
-    MARK_PREFIX,
-    MARK_SEARCH_COMMITS,
+    COMMIT_METADATA,
     TXN_APP_ID,
     TXN_VERSION,
     append_batch,
     append_new,
     batch_mark,
     conformed,
+    marked_version,
+    read_before_batch,
     read_table,
-    read_table_at,
     small_frame,
     table_exists,
 )
@@ -63,9 +62,6 @@ from lakehouse.transforms.validate import ValidationRules
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
-
-# Delta's session setting for a commit's userMetadata: how a MERGE carries a mark.
-USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 class CommerceProcessor:
@@ -136,16 +132,9 @@ class BatchWrite:
 
     def before_batch(self, target: Table) -> DataFrame:
         """The table as the batch before left it (no rows yet: none)."""
-        settings = self.settings
-        version = None if self.untried else marked_version(self.spark, target, settings, self)
-        if version is None:
-            if table_exists(self.spark, target, settings):
-                return read_table(self.spark, target, settings)
-        elif version > 0:
-            earlier = read_table_at(self.spark, target, settings, version - 1)
-            assert earlier is not None
-            return earlier
-        return self.spark.createDataFrame([], target.spark_schema())
+        return read_before_batch(
+            self.spark, target, self.settings, self.app, self.batch, self.untried
+        )
 
     def tables(self, raw: DataFrame) -> dict[str, int]:
         """Write the batch's tables; their counts. The raw copy, the quarantine and the
@@ -225,7 +214,10 @@ class BatchWrite:
             return
         if rows.isEmpty():
             return
-        if not self.untried and marked_version(self.spark, target, settings, self) is not None:
+        if (
+            not self.untried
+            and marked_version(self.spark, target, settings, self.app, self.batch) is not None
+        ):
             return
         from delta.tables import DeltaTable
 
@@ -236,7 +228,7 @@ class BatchWrite:
             value = self.spark.conf.get(key, None)
             if value is not None:
                 session.conf.set(key, value)
-        session.conf.set(USER_METADATA, batch_mark(self.app, self.batch))
+        session.conf.set(COMMIT_METADATA, batch_mark(self.app, self.batch))
         session.conf.set(TXN_APP_ID, self.app)
         session.conf.set(TXN_VERSION, str(self.batch))
         source = conformed(rows, target)
@@ -268,25 +260,6 @@ class BatchWrite:
 
 
 PROGRESS_COUNTS = ("quarantined", "duplicates", "order_events", "payments", "applied", "rejected")
-
-
-def marked_version(
-    spark: SparkSession, target: Table, settings: Settings, write: BatchWrite
-) -> int | None:
-    """The version of the table that holds the batch's own mark (a first try committed it),
-    or None. Looked for among the latest commits, down to the writer's first other mark."""
-    from delta.tables import DeltaTable
-
-    if not table_exists(spark, target, settings):
-        return None
-    history = DeltaTable.forPath(spark, target.path(settings)).history(MARK_SEARCH_COMMITS)
-    for row in history.select("version", "userMetadata").orderBy(F.desc("version")).collect():
-        meta = row["userMetadata"] or ""
-        if meta.startswith(MARK_PREFIX):
-            mark = json.loads(meta.removeprefix(MARK_PREFIX))
-            if mark["app"] == write.app:
-                return int(row["version"]) if int(mark["batch"]) == write.batch else None
-    return None
 
 
 def progress_written(

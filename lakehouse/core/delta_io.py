@@ -192,6 +192,8 @@ def stored_layout(spark: SparkSession, table: Table, settings: Settings) -> tupl
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+# The userMetadata of the session's next commits (a MERGE takes no write options).
+COMMIT_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 def small_frame(spark: SparkSession, rows: list[Any], table: Table) -> DataFrame:
@@ -293,6 +295,50 @@ def marked_by(
     return False
 
 
+def marked_version(
+    spark: SparkSession, table: Table, settings: Settings, app_id: str, batch_id: int
+) -> int | None:
+    """The version of the table that holds (app_id, batch_id)'s mark (a first try of the
+    batch committed it), or None. Looked for among the latest commits, down to the writer's
+    first other mark."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    if not table_exists(spark, table, settings):
+        return None
+    history = DeltaTable.forPath(spark, table.path(settings)).history(MARK_SEARCH_COMMITS)
+    for row in history.select("version", "userMetadata").orderBy(F.desc("version")).collect():
+        meta = row["userMetadata"] or ""
+        if meta.startswith(MARK_PREFIX):
+            mark = json.loads(meta.removeprefix(MARK_PREFIX))
+            if mark["app"] == app_id:
+                return int(row["version"]) if int(mark["batch"]) == batch_id else None
+    return None
+
+
+def read_before_batch(
+    spark: SparkSession,
+    table: Table,
+    settings: Settings,
+    app_id: str,
+    batch_id: int,
+    untried: bool = False,
+) -> DataFrame:
+    """The table as the batch before (app_id, batch_id) left it, whether or not a first try
+    of the batch committed its marked write (no rows yet: none). A retried batch decides from
+    what its first try read, so it counts and writes as that try did. `untried`: no earlier
+    try can have written (append_batch), so the latest version is read without looking."""
+    version = None if untried else marked_version(spark, table, settings, app_id, batch_id)
+    if version is None:
+        if table_exists(spark, table, settings):
+            return read_table(spark, table, settings)
+    elif version > 0:
+        earlier = read_table_at(spark, table, settings, version - 1)
+        assert earlier is not None
+        return earlier
+    return spark.createDataFrame([], table.spark_schema())
+
+
 def append_new(df: DataFrame, table: Table, settings: Settings) -> None:
     """Append rows the caller knows no earlier write holds, with no transaction id: Delta's
     check of one (append_once) rebuilds the table's state from its log, most of a small
@@ -331,16 +377,23 @@ def merge_once(
     version: int,
     build_merge: Callable[[DeltaMergeBuilder], DeltaMergeBuilder],
     on: str,
+    mark: bool = False,
 ) -> None:
     """MERGE `source` into `table` (alias t; source alias s) once per (app_id, version).
 
     The first write of a table creates it from the rows to insert, under the same
-    transaction id, so creation is exactly-once too.
+    transaction id, so creation is exactly-once too. `mark`: the commit also carries
+    (app_id, version) as a batch mark, for read_before_batch; only for a table no other write
+    of the same app marks (append_batch would take this batch's mark for its own).
     """
     from delta.tables import DeltaTable
 
+    metadata = batch_mark(app_id, version) if mark else None
     if not table_exists(source.sparkSession, table, settings):
-        append_once(source, table, settings, app_id, version)
+        writer = appender(source, table).option("txnAppId", app_id).option("txnVersion", version)
+        if metadata is not None:
+            writer = writer.option("userMetadata", metadata)
+        writer.save(table.path(settings))
         return
     # The transaction id of a MERGE can only be given as session settings; a session of its
     # own keeps them from leaking into writes that other threads run at the same time.
@@ -351,6 +404,8 @@ def merge_once(
             session.conf.set(key, value)
     session.conf.set(TXN_APP_ID, app_id)
     session.conf.set(TXN_VERSION, str(version))
+    if metadata is not None:
+        session.conf.set(COMMIT_METADATA, metadata)
     target = DeltaTable.forPath(session, table.path(settings))
     build_merge(target.alias("t").merge(with_layout(source, table).alias("s"), on)).execute()
 

@@ -15,6 +15,7 @@ from lakehouse.core.delta_io import (
     compact_small_files,
     merge_once,
     overwrite_where,
+    read_before_batch,
     read_table,
     read_table_at,
     retention_keeping,
@@ -111,6 +112,37 @@ def test_writers_add_the_layout_column_and_readers_never_see_it(spark, local_set
     assert read.columns == ["window_start", "events"]
     assert [r["events"] for r in read.orderBy("window_start").collect()] == [3, 5]
     assert read_table_at(spark, HOURLY, local_settings, 0).columns == ["window_start", "events"]
+
+
+def test_a_retried_batch_reads_a_marked_merge_s_table_as_its_first_try_did(
+    spark, local_settings
+) -> None:
+    def add(rows, batch: int) -> None:
+        merge_once(
+            window_rows(spark, *rows),
+            HOURLY,
+            local_settings,
+            "w",
+            batch,
+            lambda m: m.whenMatchedUpdate(
+                set={"events": "t.events + s.events"}
+            ).whenNotMatchedInsertAll(),
+            on="t.window_start = s.window_start",
+            mark=True,
+        )
+
+    def before(batch: int, untried: bool = False) -> list[int]:
+        read = read_before_batch(spark, HOURLY, local_settings, "w", batch, untried)
+        return sorted(r["events"] for r in read.collect())
+
+    assert before(0) == [], "no table yet: no rows"
+    add([("2026-03-01T10:59:00", 1)], 0)
+    assert before(0) == [], "batch 0 created it: a retry of it reads no rows"
+    add([("2026-03-01T10:59:00", 2), ("2026-03-01T11:00:00", 5)], 1)
+    add([("2026-03-01T11:00:00", 5)], 1)  # the retry itself: Delta's transaction id skips it
+    assert before(1) == [1], "the table as batch 0 left it"
+    assert before(2) == [3, 5], "batch 2 has not written: the latest version"
+    assert before(1, untried=True) == [3, 5], "untried: read without looking"
 
 
 def test_a_table_created_before_its_layout_keeps_taking_appends(spark, local_settings) -> None:
