@@ -109,17 +109,19 @@ def check_groups(items: list[pytest.Item]) -> None:
         )
 
 
-# The time each work unit took (setup, call and teardown of its tests), summed on the
-# controller: the run's summary lists the longest ones and each worker's total, to show where
-# `make test`'s wall time goes.
+# The time each module and each work unit took (setup, call and teardown of its tests),
+# summed on the controller: the run's summary lists the longest ones and each worker's total,
+# to show where `make test`'s wall time goes.
+_MODULE_SECONDS: Counter[str] = Counter()
 _GROUP_SECONDS: Counter[str] = Counter()
 _WORKER_SECONDS: Counter[str] = Counter()
-SLOWEST_GROUPS = 20
+SLOWEST = 25
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     node = getattr(report, "node", None)
     worker = getattr(getattr(node, "gateway", None), "id", "main")
+    _MODULE_SECONDS[report.nodeid.split("::", 1)[0]] += report.duration
     _GROUP_SECONDS[group_of(report.nodeid)] += report.duration
     _WORKER_SECONDS[worker] += report.duration
 
@@ -128,7 +130,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not _GROUP_SECONDS:
         return
     write = terminalreporter.write_line
-    terminalreporter.section(f"slowest {SLOWEST_GROUPS} work units (seconds)")
-    for group, seconds in _GROUP_SECONDS.most_common(SLOWEST_GROUPS):
-        write(f"{seconds:8.1f}  {group}")
+    terminalreporter.section(f"slowest {SLOWEST} modules (seconds; [its work unit])")
+    for module, seconds in _MODULE_SECONDS.most_common(SLOWEST):
+        group = group_of(module)
+        write(f"{seconds:8.1f}  {module}" + (f"  [{group}]" if group != module else ""))
+    groups = (g for g in _GROUP_SECONDS.most_common() if g[0] not in _MODULE_SECONDS)
+    write("shared work units: " + ", ".join(f"{g} {s:.0f}" for g, s in groups))
     write("per worker: " + ", ".join(f"{w} {s:.0f}" for w, s in sorted(_WORKER_SECONDS.items())))
