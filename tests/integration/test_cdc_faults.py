@@ -24,7 +24,7 @@ import pytest
 
 from jobs.contract import Exit
 from lakehouse.cdc import changelog
-from lakehouse.cdc.changelog import PROGRESS, current_table, history_table
+from lakehouse.cdc.changelog import PROGRESS, current_table
 from lakehouse.cdc.connector import wait_until_running
 from lakehouse.cdc.shop import CAPTURED
 from lakehouse.core.config import CdcSettings, Settings, get_settings
@@ -193,16 +193,6 @@ def test_postgres_restarted_under_the_connector_the_next_changes_still_arrive(
     assert_progress_adds_up(settings, capture)
 
 
-def snapshot(settings: Settings) -> dict[str, list[tuple[str, ...]]]:
-    """Current rows and history of every captured table, in a comparable order."""
-    tables = {}
-    for captured in CAPTURED.values():
-        for target in (current_table(captured), history_table(captured)):
-            rows = table_rows(settings, target)
-            tables[target.name] = sorted(tuple(str(v) for v in r.values()) for r in rows)
-    return tables
-
-
 class InjectedCrash(Exception):
     """The changelog job dying at the hardest moment of a batch (raised in its foreachBatch)."""
 
@@ -217,17 +207,13 @@ def test_the_changelog_job_crashing_mid_batch_and_restarted_changes_no_result(
 ) -> None:
     """Small batches, and the job dies once a batch's tables have committed and its progress
     row has not, with more batches to come: the restart must finish that batch with the first
-    try's decisions. The crash is injected in-process (the query fails there, as a process
-    killed there leaves its checkpoint and tables); a real kill -9 of a stream job is in
-    tests/integration/test_speed_layer_restarts.py, and Connect's in the test above."""
+    try's decisions (current, history and bronze as the generator's ledger says, the progress
+    rows counting each change once). The crash is injected in-process: the query fails there,
+    as a process killed there leaves its checkpoint and tables. A real kill -9 of a stream job
+    is in tests/integration/test_speed_layer_restarts.py, and Connect's in the test above."""
     entries = generate(capture, prefix, tmp_path / "changes.jsonl", 200, seed=71)
     wait_until_published(minio_settings, capture, prefix, entries)
     small = {"TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "60"}
-
-    calm = tmp_path / "calm"
-    calm_env = job_env(calm, capture, **small)
-    run_stream(run_job_here, calm_env, calm)
-
     crashed = tmp_path / "crashed"
     env = job_env(crashed, capture, **small)
     settings = settings_of(env)
@@ -252,7 +238,6 @@ def test_the_changelog_job_crashing_mid_batch_and_restarted_changes_no_result(
     assert max(commits(p) for p in currents) > 1, "the second batch's tables committed"
 
     run_stream(run_job_here, env, crashed)
-    assert snapshot(settings) == snapshot(settings_of(calm_env))
     assert_tables_as_the_ledger_says(settings, prefix, entries)
     assert_progress_adds_up(settings, capture)
     assert len(table_rows(settings, PROGRESS)) > 2, "batches after it"

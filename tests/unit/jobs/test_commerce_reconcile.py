@@ -8,8 +8,8 @@ from delta.tables import DeltaTable
 
 from jobs.contract import Exit, read_result
 from lakehouse.commerce.outputs import CommerceOutputs
-from lakehouse.commerce.processor import USER_METADATA, CommerceProcessor
-from lakehouse.core.delta_io import batch_mark, read_table
+from lakehouse.commerce.processor import CommerceProcessor
+from lakehouse.core.delta_io import COMMIT_METADATA, batch_mark, read_table
 from lakehouse.core.paths import STATE_ENV
 from tests.lakehouses import local_lakehouse
 from tests.micro_batches import query_checkpoint
@@ -53,7 +53,7 @@ def test_the_live_state_is_judged_against_the_batch_fold_as_of_its_last_batch(
     # The stream's last batch got an order wrong.
     [app] = [r["app_id"] for r in read_table(spark, LIVE.progress, settings).limit(1).collect()]
     session = spark.newSession()
-    session.conf.set(USER_METADATA, batch_mark(app, 1))
+    session.conf.set(COMMIT_METADATA, batch_mark(app, 1))
     state = DeltaTable.forPath(session, LIVE.state.path(settings))
     state.update("order_id = 'o2'", {"status": "'delivered'"})
     ran = run_job_here("jobs.commerce_reconcile", **env)
