@@ -274,33 +274,11 @@ def batch_mark(app_id: str, batch_id: int) -> str:
     return f"{MARK_PREFIX}{json.dumps({'app': app_id, 'batch': batch_id})}"
 
 
-def marked_by(
-    spark: SparkSession, table: Table, settings: Settings, app_id: str, batch_id: int
-) -> bool:
-    """Whether the table's latest commits hold a write of (app_id, batch_id) or of a later
-    batch of app_id: as with Delta's transaction ids, a batch not newer than the writer's last
-    is one already written."""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-
-    if not table_exists(spark, table, settings):
-        return False
-    history = DeltaTable.forPath(spark, table.path(settings)).history(MARK_SEARCH_COMMITS)
-    for row in history.select("version", "userMetadata").orderBy(F.desc("version")).collect():
-        meta = row["userMetadata"] or ""
-        if meta.startswith(MARK_PREFIX):
-            mark = json.loads(meta.removeprefix(MARK_PREFIX))
-            if mark["app"] == app_id:
-                return int(mark["batch"]) >= batch_id
-    return False
-
-
-def marked_version(
-    spark: SparkSession, table: Table, settings: Settings, app_id: str, batch_id: int
-) -> int | None:
-    """The version of the table that holds (app_id, batch_id)'s mark (a first try of the
-    batch committed it), or None. Looked for among the latest commits, down to the writer's
-    first other mark."""
+def last_mark(
+    spark: SparkSession, table: Table, settings: Settings, app_id: str
+) -> tuple[int, int] | None:
+    """(version, batch id) of app_id's newest marked write among the table's latest commits,
+    or None."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -312,8 +290,28 @@ def marked_version(
         if meta.startswith(MARK_PREFIX):
             mark = json.loads(meta.removeprefix(MARK_PREFIX))
             if mark["app"] == app_id:
-                return int(row["version"]) if int(mark["batch"]) == batch_id else None
+                return int(row["version"]), int(mark["batch"])
     return None
+
+
+def marked_by(
+    spark: SparkSession, table: Table, settings: Settings, app_id: str, batch_id: int
+) -> bool:
+    """Whether the table's latest commits hold a write of (app_id, batch_id) or of a later
+    batch of app_id: as with Delta's transaction ids, a batch not newer than the writer's last
+    is one already written."""
+    mark = last_mark(spark, table, settings, app_id)
+    return mark is not None and mark[1] >= batch_id
+
+
+def marked_version(
+    spark: SparkSession, table: Table, settings: Settings, app_id: str, batch_id: int
+) -> int | None:
+    """The version of the table that holds (app_id, batch_id)'s mark (a first try of the
+    batch committed it), or None. Looked for among the latest commits, down to the writer's
+    first other mark."""
+    mark = last_mark(spark, table, settings, app_id)
+    return mark[0] if mark is not None and mark[1] == batch_id else None
 
 
 def read_before_batch(
