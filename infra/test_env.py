@@ -46,10 +46,12 @@ def test_ports(offset: int = DEFAULT_PORT_OFFSET) -> dict[str, int]:
 TEST_PORTS = test_ports()
 HOST = "127.0.0.1"
 # How every test process and job runs Spark. Test data is tiny: compiling code for each query
-# and adaptive planning cost more than they save, and nobody looks at a test's web UI. None of
-# these changes a result.
+# and adaptive planning cost more than they save, and nobody looks at a test's web UI. Nor do
+# the filters the optimizer infers from a plan's constraints pay for inferring them, a cost that
+# grows fast with a plan's filters and aliases. None of these changes a result.
 TEST_SPARK_CONF = {
     "spark.ui.enabled": "false",
+    "spark.sql.constraintPropagation.enabled": "false",
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.adaptive.enabled": "false",

@@ -40,6 +40,7 @@ from lakehouse.cdc.shop import CAPTURED, ORDERS, USERS, CapturedTable
 from lakehouse.cdc.user_orders import VIEW, maintained
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, read_table_at, table_exists, table_version
+from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.transforms.changes import (
     CURRENT_SOURCE_COLUMNS,
     VERSION_COLUMNS,
@@ -272,16 +273,19 @@ def compare_rows(
     """Both sides' rows of one kind, by `identity`: how many either side has, how many differ,
     and the first differing ones described (in identity order) from both sides' rows."""
     ids = list(identity)
-    differing_ids = differences(recomputed, stream).select(*ids).distinct()
-    differing_ids.persist(StorageLevel.MEMORY_AND_DISK)
+    # Each side evaluated once: the counts and the examples below all read both, and planning
+    # a recompute's query again costs more than reading its rows back.
+    recomputed, stream = recomputed.localCheckpoint(), stream.localCheckpoint()
     try:
+        differing_ids = differences(recomputed, stream).select(*ids).distinct()
         compared = recomputed.select(*ids).union(stream.select(*ids)).distinct().count()
         differing = differing_ids.count()
         first = differing_ids.orderBy(*ids).limit(EXAMPLES)
         ours = recomputed.join(first, ids, "left_semi").collect()
         theirs = stream.join(first, ids, "left_semi").collect()
     finally:
-        differing_ids.unpersist()
+        release_local_checkpoint(recomputed)
+        release_local_checkpoint(stream)
     return KindComparison(kind, compared, differing, describe_differences(ours, theirs, ids))
 
 

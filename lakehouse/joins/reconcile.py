@@ -85,8 +85,10 @@ def reconcile_enrichment(
     done = read_table(spark, outputs.enriched, settings).where(F.col("enriched_batch") <= batch_id)
     stream_rows = latest_rows(done).select(*ROW_COLUMNS).localCheckpoint()
     again = enrich_events(stream_rows.select(*EVENT_COLUMNS), users, products)
-    recomputed = again.join(stream_rows.select("event_id", "event_date"), "event_id").select(
-        *ROW_COLUMNS
+    recomputed = (
+        again.join(stream_rows.select("event_id", "event_date"), "event_id")
+        .select(*ROW_COLUMNS)
+        .localCheckpoint()  # both comparisons read it
     )
     partials = read_table(spark, outputs.revenue, settings).where(F.col("batch_id") <= batch_id)
     return EnrichmentReconciliation(
@@ -117,7 +119,8 @@ def compare(
     side only), and the first of those named."""
     left = recomputed.select(*keys, F.struct(*values).alias("_recomputed"))
     right = stream.select(*keys, F.struct(*values).alias("_stream"))
-    both = left.join(right, list(keys), "full_outer")
+    # Evaluated once for the examples and both counts.
+    both = left.join(right, list(keys), "full_outer").localCheckpoint()
     differing = both.where(~F.col("_recomputed").eqNullSafe(F.col("_stream")))
     first = differing.orderBy(*keys).limit(EXAMPLES).collect()
     examples = [

@@ -82,11 +82,14 @@ def reconcile_join(spark: SparkSession, settings: Settings, query: JoinQuery) ->
         except UndecidableError as err:
             return JoinVerdict(query.name, last, final_time, differing=1, examples=[str(err)])
         late_at = F.col(side.time) <= F.timestamp_micros(F.col("_late_watermark"))
+        # Evaluated once: it reads one version of the table per batch, and every count below
+        # would read them all again.
         marked = read.join(_late_watermarks(spark, watermarks), READ_BATCH, "left")
+        marked = marked.localCheckpoint()
         late = marked.where(late_at)
         on_time = marked.where(~late_at | F.col("_late_watermark").isNull())
         columns = [c for c in read.columns if c != READ_BATCH]
-        sides[side.name] = (read.select(*columns), on_time.select(*columns))
+        sides[side.name] = (marked.select(*columns), on_time.select(*columns))
         per_batch = _side_late_per_batch(late, side, columns)
         late_counts[side.name] = sum(per_batch.values())
         for batch, count in per_batch.items():
@@ -99,7 +102,7 @@ def reconcile_join(spark: SparkSession, settings: Settings, query: JoinQuery) ->
             )
     left_all, left_on_time = sides[query.left.name]
     right_all, right_on_time = sides[query.right.name]
-    expected = query.join(left_on_time, right_on_time, settings, False)
+    expected = query.join(left_on_time, right_on_time, settings, False).localCheckpoint()
     full = query.join(left_all, right_all, settings, False)
     stream = _stream_output(spark, settings, query, last).select(*expected.columns)
     missing = expected.exceptAll(stream).localCheckpoint()
