@@ -19,7 +19,7 @@ LINT    := .venv/bin/ruff check . && .venv/bin/ruff format --check .
 # Its cache outside the clone, as every build's: a fresh clone type-checks from it.
 TYPES   := MYPY_CACHE_DIR=$${TRIBUTARY_CACHE:-$$HOME/.cache/tributary}/mypy .venv/bin/mypy
 
-.PHONY: help setup up down status airflow demo generate generate-changes speed batch query compare migrate-bronze test test-fast test-up test-down clean-bench compose-env lint typecheck lock
+.PHONY: help setup up down status airflow demo generate generate-changes speed batch query compare migrate-bronze test test-fast test-unit test-up test-down clean-bench compose-env lint typecheck lock
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -86,7 +86,10 @@ test-up: setup  ## start the tests' own services and leave them running (for pyt
 test-down:  ## stop the tests' own services
 	@if [ -x $(PY) ]; then $(TEST_ENV) $(PY) -m infra.services down; else echo "nothing installed yet"; fi
 
-test-fast: setup  ## the inner loop: every test that needs no service (unit, DAG files, infra)
+test-fast: setup  ## the inner loop: the tests that need no service, but for the modules marked slow
+	@$(PYTEST) -m "not slow" tests/unit tests/dags tests/infra
+
+test-unit: setup  ## every test that needs no service, the slow modules included (unit, DAG files, infra)
 	@$(PYTEST) tests/unit tests/dags tests/infra
 
 .PHONY: cluster-up cluster-down

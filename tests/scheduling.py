@@ -116,12 +116,20 @@ _MODULE_SECONDS: Counter[str] = Counter()
 _GROUP_SECONDS: Counter[str] = Counter()
 _WORKER_SECONDS: Counter[str] = Counter()
 SLOWEST = 25
+# A service-free module whose tests take longer than this has its slow tests marked slow (or
+# itself), so that make test-fast stays an inner loop (pyproject.toml's markers); the summary
+# names any module whose unmarked tests still take longer.
+SLOW_MODULE_SECONDS = 20.0
+_UNMARKED_SECONDS: Counter[str] = Counter()  # per module, its tests not marked slow
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     node = getattr(report, "node", None)
     worker = getattr(getattr(node, "gateway", None), "id", "main")
-    _MODULE_SECONDS[report.nodeid.split("::", 1)[0]] += report.duration
+    module = report.nodeid.split("::", 1)[0]
+    _MODULE_SECONDS[module] += report.duration
+    if "slow" not in report.keywords:
+        _UNMARKED_SECONDS[module] += report.duration
     _GROUP_SECONDS[group_of(report.nodeid)] += report.duration
     _WORKER_SECONDS[worker] += report.duration
 
@@ -137,3 +145,19 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     groups = (g for g in _GROUP_SECONDS.most_common() if g[0] not in _MODULE_SECONDS)
     write("shared work units: " + ", ".join(f"{g} {s:.0f}" for g, s in groups))
     write("per worker: " + ", ".join(f"{w} {s:.0f}" for w, s in sorted(_WORKER_SECONDS.items())))
+    unmarked = unmarked_slow_modules(_UNMARKED_SECONDS)
+    if unmarked:
+        write(
+            f"service-free modules whose tests outside the slow marker took over "
+            f"{SLOW_MODULE_SECONDS:.0f} s (make test-fast runs them; mark the slow ones "
+            "@pytest.mark.slow): " + ", ".join(unmarked)
+        )
+
+
+def unmarked_slow_modules(unmarked_seconds: Counter[str]) -> list[str]:
+    """The service-free modules whose tests not marked slow took longer than the limit."""
+    return sorted(
+        module
+        for module, total in unmarked_seconds.items()
+        if total > SLOW_MODULE_SECONDS and not module.startswith("tests/integration/")
+    )

@@ -21,6 +21,8 @@ from lakehouse.core.config import get_settings
 from lakehouse.core.paths import STATE_ENV
 from tests.dags.conftest import DagFile, load_dag_file
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 
 @pytest.fixture(scope="module")
 def cdc(airflow_home: Path) -> DagFile:

@@ -17,6 +17,8 @@ from lakehouse.core.config import Settings, get_settings
 from lakehouse.core.paths import STATE_ENV
 from tests.dags.conftest import DagFile, load_dag_file
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 
 

@@ -71,6 +71,33 @@ def test_the_long_unit_modules_the_scheduler_starts_first_exist() -> None:
     assert [m for m in LONG_UNIT_MODULES if not (REPO / m).is_file()] == []
 
 
+def test_the_long_unit_modules_are_left_out_of_the_inner_loop() -> None:
+    from tests.scheduling import LONG_UNIT_MODULES
+
+    marked = "pytestmark = pytest.mark.slow"
+    assert [m for m in LONG_UNIT_MODULES if marked not in (REPO / m).read_text()] == []
+
+
+def test_the_summary_names_the_service_free_modules_whose_unmarked_tests_are_long() -> None:
+    from collections import Counter
+
+    from tests.scheduling import SLOW_MODULE_SECONDS, unmarked_slow_modules
+
+    over, under = SLOW_MODULE_SECONDS + 1, SLOW_MODULE_SECONDS - 1
+    unmarked_seconds = Counter(
+        {
+            "tests/unit/a/test_long.py": over,
+            "tests/unit/a/test_short.py": under,
+            "tests/dags/test_long.py": over,
+            "tests/integration/test_long.py": over * 10,
+        }
+    )
+    assert unmarked_slow_modules(unmarked_seconds) == [
+        "tests/dags/test_long.py",
+        "tests/unit/a/test_long.py",
+    ]
+
+
 def test_every_job_is_a_thin_entry_point() -> None:
     """Parse the arguments, call the library, print, return an exit status: a job longer than
     this holds work that belongs to the library."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from lakehouse.batch.first_deliveries import (
     BRONZE,
     FIRST_DELIVERIES,
@@ -17,6 +19,8 @@ from lakehouse.core.delta_io import append_once, read_table
 from lakehouse.core.frames import rows_frame
 from lakehouse.transforms.bronze import to_raw_records
 from tests.micro_batches import kafka_records
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
 
 
 def test_the_first_delivery_is_the_earliest_micro_batch_then_the_lowest_position(spark) -> None:

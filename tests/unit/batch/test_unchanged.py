@@ -22,6 +22,8 @@ from lakehouse.transforms.bronze import to_raw_records
 from lakehouse.transforms.windows import SESSION_GAP_SECONDS
 from tests.micro_batches import raw_kafka_records
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 HOUR = timedelta(hours=1)
 GAP = timedelta(seconds=SESSION_GAP_SECONDS)
 

@@ -39,6 +39,8 @@ from lakehouse.transforms.changes import (
 from tests.lakehouses import copied, local_lakehouse, moved_to
 from tests.micro_batches import query_checkpoint
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 KAFKA = (
     "key binary, value binary, topic string, partition int, offset long, "

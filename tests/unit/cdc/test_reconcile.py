@@ -20,6 +20,8 @@ from tests.captured_lakehouse import (
 )
 from tests.lakehouses import copied, local_lakehouse, moved_to
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 ROWS = "user_id string, segment string, lsn bigint"
 
 

@@ -24,6 +24,8 @@ from lakehouse.core.frames import rows_frame
 from tests.lakehouses import local_lakehouse
 from tests.micro_batches import query_checkpoint
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 KAFKA = (
     "key binary, value binary, topic string, partition int, offset long, "

@@ -28,6 +28,8 @@ from lakehouse.core.tables import table
 from tests.delta_files import age_commits, files_in_use, files_on_disk, replaced_files
 from tests.lakehouses import copied, local_lakehouse
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 BOUND = 50_000  # bytes: the compaction's small-file bound
 
 

@@ -15,6 +15,8 @@ from lakehouse.core.paths import STATE_ENV
 from lakehouse.reconcile.changelog import RUNS
 from tests.captured_lakehouse import build_users, spoil_segment
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 
 def lakehouse_env(tmp_path) -> dict[str, str]:
     return {

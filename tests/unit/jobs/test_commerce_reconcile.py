@@ -4,6 +4,7 @@ write of its last batch) ends it with status 4 and the differing rows."""
 
 from __future__ import annotations
 
+import pytest
 from delta.tables import DeltaTable
 
 from jobs.contract import Exit, read_result
@@ -14,6 +15,8 @@ from lakehouse.core.paths import STATE_ENV
 from tests.lakehouses import local_lakehouse
 from tests.micro_batches import query_checkpoint
 from tests.unit.commerce.test_processor import FIRST, SECOND, Log
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
 
 LIVE = CommerceOutputs.live()
 

@@ -26,6 +26,8 @@ from lakehouse.transforms.enrichment import combine_revenue, enrich_events, reve
 from tests.lakehouses import local_lakehouse
 from tests.micro_batches import query_checkpoint
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 SILVER = (
     "event_id string, event_type string, user_id string, product_id string, "

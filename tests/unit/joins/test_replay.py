@@ -9,6 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
 from pyspark.sql import functions as F
 
 from jobs.contract import Exit, read_result
@@ -20,6 +21,8 @@ from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.transforms.enrichment import combine_revenue
 from tests.jobs_in_process import RunJob
 from tests.unit.joins.test_stream import append_silver, at, env_of, write_history
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
 
 V1 = EnrichmentOutputs.replay("v1")
 

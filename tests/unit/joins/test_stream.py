@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 from jobs.contract import Exit, read_result
 from lakehouse.cdc.changelog import history_table
 from lakehouse.cdc.shop import PRODUCTS, USERS
@@ -19,6 +21,8 @@ from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import Table, table
 from lakehouse.joins.enrichment import ENRICHED, PROGRESS, latest_rows
 from tests.jobs_in_process import RunJob
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 SILVER = table("silver.events")

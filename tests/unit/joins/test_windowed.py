@@ -39,6 +39,8 @@ from lakehouse.joins.windowed_reconcile import JoinVerdict, reconcile_join
 from tests.conftest import _settings
 from tests.jobs_in_process import RunJob
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 
 

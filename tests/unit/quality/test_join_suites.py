@@ -16,6 +16,8 @@ from lakehouse.core.tables import table
 from lakehouse.quality.suites import Action, suite_for
 from lakehouse.quality.validate import Verdict, validate_dataframe
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
 

@@ -33,6 +33,8 @@ from lakehouse.quality.validate import (
     validate_dataframe,
 )
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
 BOUNDS = EventTimeBounds(T - timedelta(days=1), T + timedelta(hours=1))

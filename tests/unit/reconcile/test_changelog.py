@@ -19,6 +19,8 @@ from lakehouse.reconcile.changelog_request import compare_changelog
 from tests.captured_lakehouse import BATCH_ID, T0, build_users, spoil_segment
 from tests.lakehouses import copied, local_lakehouse, moved_to
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 STARTED = datetime(2026, 11, 25, 11, 0, tzinfo=UTC)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings
@@ -25,6 +26,8 @@ from lakehouse.reconcile.sources import (
 from lakehouse.speed.micro_batch import SpeedOutputs
 from lakehouse.transforms.views import VIEWS
 from tests.unit.reconcile.conftest import Events, at
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
 
 COUNTS = VIEWS["event_counts_1m"]
 

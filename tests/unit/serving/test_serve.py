@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from lakehouse.core.frames import rows_frame
 from lakehouse.serving.serve import Coverage, RunCoverage, coverage_of, merge_ranges
 
@@ -82,6 +84,7 @@ def test_no_coverage_contains_nothing(spark) -> None:
     assert df.where(Coverage([], None).contains("t")).count() == 0
 
 
+@pytest.mark.slow  # a batch run and its vacuum
 def test_a_batch_layer_paused_for_a_week_is_still_served(spark, local_settings) -> None:
     """Serving reads a batch view as its last run left it. The run's vacuum commits after
     that, so it is not the table's latest version, and after a week without a batch run (kappa

@@ -29,6 +29,8 @@ from tests.delta_files import age_commits, replaced_files
 from tests.lakehouses import copied, local_lakehouse, moved_to
 from tests.micro_batches import kafka_records, query_checkpoint
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 
 def deliveries(spark, *events: tuple[str, str, int, str]):
     """Accepted events in silver's shape: (event_id, event_time, offset, page)."""

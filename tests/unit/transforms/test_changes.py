@@ -38,6 +38,8 @@ from lakehouse.transforms.changes import (
     winning_changes,
 )
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 RAW = (
     "key binary, value binary, topic string, partition int, offset long, "

@@ -31,6 +31,8 @@ from lakehouse.transforms.commerce import (
 )
 from lakehouse.transforms.validate import ValidationRules
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 KAFKA_TIME = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 RAW = (
     "key binary, value binary, topic string, partition int, offset long, "

@@ -23,6 +23,8 @@ from lakehouse.transforms.enrichment import (
     revenue_by_segment,
 )
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
+
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 EVENTS = (
     "event_id string, event_type string, user_id string, product_id string, "
