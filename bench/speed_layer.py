@@ -3,7 +3,6 @@
     .venv/bin/python -m bench.speed_layer [--events 1000000] [--storage local minio]
                                           [--sustain-rate 100 250 500] [--sustain-seconds 300]
                                           [--sustain-storage local minio]
-                                          [--variant spark.sql.some.setting=value ...]
 
 Steps, all in one process and one SparkSession so the ratios compare like with like:
 1. load: write --events JSON events into a fresh topic with Spark's Kafka writer (kafka-python
@@ -23,9 +22,6 @@ Steps, all in one process and one SparkSession so the ratios compare like with l
    producer stopped (their records age while the stream waits for more). With several rates,
    each runs on a fresh topic and lakehouse, and the result names the highest rate that met
    the goal (p99 freshness under 5 s, the lag not growing).
-With --variant, each catch-up and sustained run is run twice, the second time with the given
-Spark SQL settings set on the session (fresh tables and topic each time), and the result gives
-the variant's figures beside the baseline's and their ratios: an A/B in one process.
 Results are printed and written to bench/results/speed_layer-<timestamp>.json.
 """
 
@@ -35,8 +31,7 @@ import argparse
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -324,17 +319,7 @@ def main() -> None:
         "--sustain-storage", nargs="*", default=["local", "minio"], choices=["local", "minio"]
     )
     parser.add_argument("--warm-up-seconds", type=float, default=30.0)
-    parser.add_argument(
-        "--variant",
-        nargs="+",
-        default=[],
-        metavar="KEY=VALUE",
-        help="Spark SQL settings of a second run of each catch-up and sustained run",
-    )
     args = parser.parse_args()
-    variant = dict(v.split("=", 1) for v in args.variant if "=" in v)
-    if len(variant) != len(args.variant) or not all(k.startswith("spark.") for k in variant):
-        parser.error(f"--variant takes spark.KEY=VALUE settings, got: {' '.join(args.variant)}")
     for option, values in (
         ("--storage", args.storage),
         ("--sustain-storage", args.sustain_storage),
@@ -370,81 +355,33 @@ def main() -> None:
     results["tables_floor_ratio_to_raw_read"] = round(
         results["tables_floor_events_per_second"] / results["raw_read_events_per_second"], 3
     )
-    if variant:
-        results["variant"] = variant
-    arms = [("", {}), ("_variant", variant)] if variant else [("", {})]
     for storage in args.storage:
-        for arm, conf in arms:
-            print(f"==> speed layer catch-up on {storage}{arm.replace('_', ' ')}", flush=True)
-            settings = bench_settings(
-                storage,
-                topic,
-                f"{run}-{storage}{arm}",
-                max_offsets_per_trigger=args.max_offsets_per_trigger,
-            )
-            with session_conf(spark, conf):
-                got = speed_catch_up(spark, settings)
-            got["ratio_to_raw_read"] = round(
-                got["events_per_second"] / results["raw_read_events_per_second"], 3
-            )
-            results[f"catch_up_{storage}{arm}"] = got
-            print(f"    {got}", flush=True)
-        compare_arms(results, f"catch_up_{storage}", ("events_per_second", "median_batch_seconds"))
+        print(f"==> speed layer catch-up on {storage}", flush=True)
+        settings = bench_settings(
+            storage, topic, f"{run}-{storage}", max_offsets_per_trigger=args.max_offsets_per_trigger
+        )
+        got = speed_catch_up(spark, settings)
+        got["ratio_to_raw_read"] = round(
+            got["events_per_second"] / results["raw_read_events_per_second"], 3
+        )
+        results[f"catch_up_{storage}"] = got
+        print(f"    {got}", flush=True)
     for storage in args.sustain_storage if args.sustain_seconds > 0 else []:
         met = []
         for rate in args.sustain_rate:
-            for arm, conf in arms:
-                print(
-                    f"==> sustained {rate}/s for {args.sustain_seconds}s ({storage}{arm})",
-                    flush=True,
-                )
-                name = f"live-{storage}" + (f"-{rate:g}" if len(args.sustain_rate) > 1 else "")
-                name += arm.replace("_", "-")
-                settings = bench_settings(
-                    storage, f"{topic}-{name}", f"{run}-{name}", trigger_interval_seconds=1
-                )
-                with session_conf(spark, conf):
-                    got = sustained(
-                        spark, settings, rate, args.sustain_seconds, args.warm_up_seconds
-                    )
-                got["meets_goal"] = meets_freshness_goal(got)
-                met += [rate] if got["meets_goal"] and not arm else []
-                key = f"sustained_{storage}" + (f"_{rate:g}" if len(args.sustain_rate) > 1 else "")
-                results[key + arm] = got
-                print(f"    {got}", flush=True)
-            compare_arms(results, key, SUSTAINED_FIGURES)
+            print(f"==> sustained {rate}/s for {args.sustain_seconds}s ({storage})", flush=True)
+            name = f"live-{storage}" + (f"-{rate:g}" if len(args.sustain_rate) > 1 else "")
+            settings = bench_settings(
+                storage, f"{topic}-{name}", f"{run}-{name}", trigger_interval_seconds=1
+            )
+            got = sustained(spark, settings, rate, args.sustain_seconds, args.warm_up_seconds)
+            got["meets_goal"] = meets_freshness_goal(got)
+            met += [rate] if got["meets_goal"] else []
+            key = f"sustained_{storage}" + (f"_{rate:g}" if len(args.sustain_rate) > 1 else "")
+            results[key] = got
+            print(f"    {got}", flush=True)
         results[f"highest_rate_meeting_goal_{storage}"] = max(met, default=None)
     save_results("speed_layer", run, results)
-
-
-SUSTAINED_FIGURES = ("freshness_p50_seconds", "freshness_p99_seconds", "median_batch_seconds")
-
-
-@contextmanager
-def session_conf(spark: Any, conf: dict[str, str]) -> Iterator[None]:
-    """The session with `conf` set while a query starts and runs (a streaming query plans its
-    batches with a copy of the session's settings as they were when it started)."""
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
-
-def compare_arms(results: dict[str, Any], key: str, figures: tuple[str, ...]) -> None:
-    """The variant's figures over the baseline's, when both ran."""
-    base, other = results.get(key), results.get(f"{key}_variant")
-    if base is None or other is None:
-        return
-    ratios = {f: round(other[f] / base[f], 3) for f in figures if base.get(f)}
-    results[f"{key}_variant_over_baseline"] = ratios
-    print(f"    variant / baseline: {ratios}", flush=True)
 
 
 if __name__ == "__main__":
