@@ -6,7 +6,8 @@ SHELL := /bin/bash
 
 PY      := .venv/bin/python
 RECORD  := .state/started-by-test
-# The background start of the test services: its output, then its exit status.
+# The background start of the test services: its output, then its exit status (written however
+# the start ends: the tests wait for it; under -e a bare failing command would end the group).
 STARTING_LOG := .state/test-services-start.log
 STARTED := .state/test-services-start.status
 # The tests' own services: own ports and state folder, beside any `make up` started.
@@ -69,7 +70,7 @@ test: setup  ## lint, types and every test against services of its own (ports +1
 	@$(TEST_ENV) --fresh
 	@echo "==> test services: starting in the background (log: $(STARTING_LOG)); a test that needs one waits for it"
 	@status=0; \
-	{ $(TEST_ENV) $(PY) -m infra.services up --record $(RECORD) > $(STARTING_LOG) 2>&1; echo $$? > $(STARTED); } & services=$$!; \
+	{ $(TEST_ENV) $(PY) -m infra.services up --record $(RECORD) > $(STARTING_LOG) 2>&1 && started=0 || started=$$?; echo $$started > $(STARTED); } & services=$$!; \
 	{ $(LINT) && $(TYPES); } || status=$$?; \
 	if [ $$status -eq 0 ]; then \
 		TRIBUTARY_TEST_SERVICES_RECORD=$(RECORD) TRIBUTARY_TEST_SERVICES_ENDED=$(STARTED) $(PYTEST) || status=$$?; \

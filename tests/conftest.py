@@ -70,13 +70,20 @@ STARTING_RECORD = "TRIBUTARY_TEST_SERVICES_RECORD"
 START_ENDED = "TRIBUTARY_TEST_SERVICES_ENDED"
 
 
+# Longer than any start takes (Airflow's, the longest, about 3 minutes): a start that never
+# reports its end must not hold the run until CI's limit.
+START_WAIT_SECONDS = 900
+
+
 def wait_for_start(name: str) -> None:
     """While `make test` is still starting the services, wait until this one is up or the start
-    has ended (whatever its outcome: the caller then finds the service reachable or not)."""
+    has ended (whatever its outcome: the caller then finds the service reachable or not), at
+    most START_WAIT_SECONDS."""
     record, ended = os.environ.get(STARTING_RECORD), os.environ.get(START_ENDED)
     if not record or not ended:
         return
-    while not Path(ended).exists():
+    deadline = time.monotonic() + START_WAIT_SECONDS
+    while not Path(ended).exists() and time.monotonic() < deadline:
         if Path(record).exists() and name in Path(record).read_text().split():
             return
         time.sleep(0.5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import uuid
 
@@ -12,6 +13,16 @@ from lakehouse.core.processes import Proc, ServiceError, port_open, require_free
 
 TEMPLATE = REPO_ROOT / "infra" / "kafka" / "server.properties"
 LOG4J = REPO_ROOT / "infra" / "kafka" / "log4j2.properties"
+
+
+def new_cluster_id() -> str:
+    """A new KRaft cluster id: a UUID in URL-safe base64, 22 characters, as Kafka makes them.
+    Never one that begins with "-" (one in 64 would), which a command line takes for an option;
+    Kafka's own Uuid.randomUuid draws again for the same reason."""
+    while True:
+        raw = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not raw.startswith("-"):
+            return raw
 
 
 class Kafka(Service):
@@ -104,19 +115,14 @@ class Kafka(Service):
 
         cluster_file = self.data / "cluster.id"
         if not cluster_file.exists():
-            # Kafka wants a base64 UUID of 22 characters as the cluster id.
-            import base64
-
-            raw = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            cluster_file.write_text(raw)
+            cluster_file.write_text(new_cluster_id())
         result = subprocess.run(
             [
                 *jvm,
                 "kafka.tools.StorageTool",
                 "format",
                 "--ignore-formatted",
-                "-t",
-                cluster_file.read_text().strip(),
+                f"--cluster-id={cluster_file.read_text().strip()}",
                 "-c",
                 props,
             ],

@@ -4,13 +4,12 @@ need a majority of them in sync (infra/kafka/cluster.properties)."""
 
 from __future__ import annotations
 
-import base64
 import os
 import subprocess
-import uuid
 
 from infra.bootstrap import java_home
 from infra.services.base import Service
+from infra.services.kafka import new_cluster_id
 from lakehouse.core.paths import REPO_ROOT, kafka_jars_dir
 from lakehouse.core.processes import Proc, ServiceError, port_open, require_free_port, wait_until
 
@@ -146,9 +145,7 @@ class KafkaCluster(Service):
         self.data.mkdir(parents=True, exist_ok=True)
         cluster_file = self.data / "cluster.id"
         if not cluster_file.exists():
-            # Kafka wants a base64 UUID of 22 characters as the cluster id.
-            raw = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            cluster_file.write_text(raw)
+            cluster_file.write_text(new_cluster_id())
         return cluster_file.read_text().strip()
 
     def _format(self, jvm: list[str], props: str, cluster_id: str, node: int) -> None:
@@ -159,8 +156,7 @@ class KafkaCluster(Service):
                 "kafka.tools.StorageTool",
                 "format",
                 "--ignore-formatted",
-                "-t",
-                cluster_id,
+                f"--cluster-id={cluster_id}",
                 "-c",
                 props,
             ],

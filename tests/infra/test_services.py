@@ -128,3 +128,46 @@ def test_unknown_bootstrap_step_is_a_usage_error() -> None:
     )
     assert result.returncode == 2
     assert "unknown step 'everything'" in result.stderr
+
+
+def test_a_kraft_cluster_id_never_reads_as_an_option() -> None:
+    """One URL-safe base64 UUID in 64 begins with "-", which kafka-storage's command line takes
+    for an option: the start failed once in 64 fresh states."""
+    import base64
+
+    from infra.services.kafka import new_cluster_id
+
+    ids = [new_cluster_id() for _ in range(3000)]
+    assert [i for i in ids if i.startswith("-")] == []
+    assert {len(i) for i in ids} == {22}
+    assert {len(base64.urlsafe_b64decode(i + "==")) for i in ids} == {16}
+
+
+def test_make_test_records_the_services_start_status_when_the_start_fails(
+    tmp_path: Path,
+) -> None:
+    """The tests wait for the start's status file (tests/conftest.py wait_for_start): it must be
+    written when the start fails too, under the recipe's `bash -eu -o pipefail`."""
+    import re
+    import subprocess
+
+    from lakehouse.core.paths import REPO_ROOT
+
+    [line] = [
+        line
+        for line in (REPO_ROOT / "Makefile").read_text().splitlines()
+        if "infra.services up --record" in line
+    ]
+    group = re.search(r"\{ .* \} &", line)
+    assert group is not None, line
+    log, status = tmp_path / "start.log", tmp_path / "start.status"
+    script = (
+        group.group(0)
+        .replace("$(TEST_ENV) $(PY) -m infra.services up --record $(RECORD)", "sh -c 'exit 3'")
+        .replace("$(STARTING_LOG)", str(log))
+        .replace("$(STARTED)", str(status))
+        .replace("$$", "$")
+    )
+    assert "$(" not in script, script
+    subprocess.run(["bash", "-eu", "-o", "pipefail", "-c", f"{script} wait"], check=True)
+    assert status.read_text().strip() == "3"
