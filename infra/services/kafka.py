@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import uuid
+from pathlib import Path
 
 from infra.bootstrap import java_home
 from infra.services.base import Service
@@ -13,6 +14,15 @@ from lakehouse.core.processes import Proc, ServiceError, port_open, require_free
 
 TEMPLATE = REPO_ROOT / "infra" / "kafka" / "server.properties"
 LOG4J = REPO_ROOT / "infra" / "kafka" / "log4j2.properties"
+
+
+def kept_cluster_id(folder: Path) -> str:
+    """The cluster id kept in `folder`/cluster.id, made there the first time."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cluster_file = folder / "cluster.id"
+    if not cluster_file.exists():
+        cluster_file.write_text(new_cluster_id())
+    return cluster_file.read_text().strip()
 
 
 def new_cluster_id() -> str:
@@ -113,16 +123,13 @@ class Kafka(Service):
     def _format(self, jvm: list[str], props: str) -> None:
         import subprocess
 
-        cluster_file = self.data / "cluster.id"
-        if not cluster_file.exists():
-            cluster_file.write_text(new_cluster_id())
         result = subprocess.run(
             [
                 *jvm,
                 "kafka.tools.StorageTool",
                 "format",
                 "--ignore-formatted",
-                f"--cluster-id={cluster_file.read_text().strip()}",
+                f"--cluster-id={kept_cluster_id(self.data)}",
                 "-c",
                 props,
             ],

@@ -9,7 +9,7 @@ import subprocess
 
 from infra.bootstrap import java_home
 from infra.services.base import Service
-from infra.services.kafka import new_cluster_id
+from infra.services.kafka import kept_cluster_id
 from lakehouse.core.paths import REPO_ROOT, kafka_jars_dir
 from lakehouse.core.processes import Proc, ServiceError, port_open, require_free_port, wait_until
 
@@ -142,11 +142,7 @@ class KafkaCluster(Service):
 
     def _cluster_id(self) -> str:
         """One id for every node of the cluster, kept beside their folders."""
-        self.data.mkdir(parents=True, exist_ok=True)
-        cluster_file = self.data / "cluster.id"
-        if not cluster_file.exists():
-            cluster_file.write_text(new_cluster_id())
-        return cluster_file.read_text().strip()
+        return kept_cluster_id(self.data)
 
     def _format(self, jvm: list[str], props: str, cluster_id: str, node: int) -> None:
         print(f"    formatting the log folder of Kafka node {node}", flush=True)
