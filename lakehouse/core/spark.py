@@ -28,6 +28,21 @@ LOG4J_CONFIG = REPO_ROOT / "infra" / "spark" / "log4j2.properties"
 
 DELTA_LOG_TASKS = "spark.databricks.delta.snapshotPartitions"
 BIND_ADDRESS = "spark.driver.bindAddress"
+DRIVER_CLASS_PATH = "spark.driver.extraClassPath"
+# The jars whose classes a driver looks up all the time, by file name (without version).
+# Spark cleans every closure it ships by reading its class file as a resource, and a lookup
+# walks the class path a jar at a time; pyspark lists its ~290 jars in no useful order, and
+# Delta's jars (spark.jars) come after all of them. These go first.
+HOT_PYSPARK_JARS = (
+    "spark-catalyst_",
+    "spark-sql_",
+    "spark-core_",
+    "spark-sql-api_",
+    "spark-common-utils_",
+    "spark-unsafe_",
+    "scala-library-",
+)
+HOT_OWN_JARS = ("delta-spark_", "delta-storage-")
 
 
 class SparkSetupError(Exception):
@@ -41,6 +56,7 @@ def spark_conf(
     `java_options` go to the driver's JVM too (driver_java_options)."""
     jars = sorted((jars_dir or spark_jars_dir()).glob("*.jar"))
     conf = {
+        DRIVER_CLASS_PATH: driver_class_path(jars),
         "spark.master": settings.spark.master,
         "spark.driver.memory": settings.spark.driver_memory,
         "spark.jars": ",".join(str(j) for j in jars),
@@ -54,6 +70,10 @@ def spark_conf(
         # Delta rebuilds a table's state from its log with this many tasks (default 50).
         DELTA_LOG_TASKS: str(settings.spark.delta_log_tasks),
         "spark.ui.showConsoleProgress": "false",
+        # PySpark's DataFrame debugging hands the JVM the Python call site of every column
+        # function (F.col, F.when, ...): a dozen JVM round trips each, where the call itself
+        # takes two. Our jobs report their errors in their own words, by their own step.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
         # Compiled query code is reused by its text. A micro-batch runs about 200 distinct
         # pieces (Delta's commits included); the default of 100 evicts them all before the
         # next batch.
@@ -86,6 +106,21 @@ def spark_conf(
         conf.update(_s3a_conf(settings))
     conf.update(settings.spark.conf)
     return conf
+
+
+def driver_class_path(own_jars: list[Path], pyspark_jars: Path | None = None) -> str:
+    """The driver's class path before pyspark's own: its most used jars (HOT_PYSPARK_JARS,
+    then ours in HOT_OWN_JARS), so that finding one of their classes reads a few jars' indexes
+    instead of hundreds. The same jars stay where they were too; the first copy is used."""
+    if pyspark_jars is None:
+        import pyspark
+
+        # The venv's real folder, the same for every clone (and so for the class archive).
+        pyspark_jars = Path(os.path.realpath(Path(pyspark.__file__).parent)) / "jars"
+    listed = sorted(pyspark_jars.glob("*.jar"))
+    hot = [j for prefix in HOT_PYSPARK_JARS for j in listed if j.name.startswith(prefix)]
+    hot += [j for prefix in HOT_OWN_JARS for j in own_jars if j.name.startswith(prefix)]
+    return os.pathsep.join(str(j) for j in hot)
 
 
 def _s3a_conf(settings: Settings) -> dict[str, str]:
@@ -233,7 +268,10 @@ def class_archive(jars_dir: Path) -> Path:
     java = Path(os.environ["JAVA_HOME"], "bin", "java") if "JAVA_HOME" in os.environ else None
     java = java or Path(shutil.which("java") or "java")
     pyspark_home = os.path.realpath(Path(pyspark.__file__).parent)  # one for every clone
-    made_from = f"{os.path.realpath(java)}|{pyspark_home}|{jars_dir.name}"
+    own_jars = sorted(jars_dir.glob("*.jar"))
+    # An archive serves only a JVM whose class path begins as the one it was made with.
+    class_path = driver_class_path(own_jars)
+    made_from = f"{os.path.realpath(java)}|{pyspark_home}|{jars_dir.name}|{class_path}"
     return cache_dir() / "jvm" / f"spark-classes-{fingerprint(extra=made_from)}.jsa"
 
 

@@ -15,6 +15,7 @@ from lakehouse.core.paths import spark_jars_dir, state_dir
 from lakehouse.core.spark import (
     SparkSetupError,
     class_archive,
+    driver_class_path,
     driver_java_options,
     get_spark,
     spark_conf,
@@ -167,3 +168,44 @@ def test_a_driver_on_c1_only_keeps_the_code_cache_of_both_compilers(spark) -> No
     bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(bean_class)
     reserved = int(bean.getVMOption("ReservedCodeCacheSize").getValue())
     assert reserved >= 240 * 1024 * 1024, f"{reserved} bytes"
+
+
+def test_the_driver_looks_in_its_busiest_jars_first(tmp_path: Path) -> None:
+    """Spark, Scala and Delta's jars before the rest, pyspark's in HOT_PYSPARK_JARS order,
+    then ours; no other jar is moved."""
+    pyspark_jars = tmp_path / "pyspark-jars"
+    pyspark_jars.mkdir()
+    names = ("avro-1.12.0.jar", "scala-library-2.13.17.jar", "spark-core_2.13-4.1.3.jar",
+             "spark-catalyst_2.13-4.1.3.jar", "spark-sql-api_2.13-4.1.3.jar",
+             "spark-sql_2.13-4.1.3.jar", "zstd-jni-1.5.6.jar")  # fmt: skip
+    for name in names:
+        (pyspark_jars / name).touch()
+    own = sorted(jars(tmp_path).glob("*.jar"))
+    listed = driver_class_path(own, pyspark_jars).split(":")
+    assert [Path(j).name for j in listed] == [
+        "spark-catalyst_2.13-4.1.3.jar",
+        "spark-sql_2.13-4.1.3.jar",
+        "spark-core_2.13-4.1.3.jar",
+        "spark-sql-api_2.13-4.1.3.jar",
+        "scala-library-2.13.17.jar",
+        "delta-spark_4.1_2.13-4.4.0.jar",
+    ]
+    conf = spark_conf(settings(tmp_path, "local"), tmp_path / "jars")
+    assert (
+        conf["spark.driver.extraClassPath"].split(":")[0].endswith("/spark-catalyst_2.13-4.1.3.jar")
+    )
+
+
+def test_a_driver_s_class_path_begins_with_those_jars_and_python_skips_call_sites(spark) -> None:
+    """What the settings do in a running driver: Delta's classes come from the class path's
+    front, not after all of pyspark's jars; PySpark does not hand the JVM the Python call
+    site of every column function."""
+    from pyspark.errors.utils import is_debugging_enabled
+
+    jvm = spark.sparkContext._jvm
+    class_path = [Path(j).name for j in jvm.System.getProperty("java.class.path").split(":")]
+    assert class_path[0].startswith("spark-catalyst_"), class_path[:10]
+    delta = jvm.Class.forName("io.delta.tables.DeltaTable").getProtectionDomain()
+    found_in = Path(delta.getCodeSource().getLocation().getPath()).name
+    assert class_path.index(found_in) < 10, (found_in, class_path[:12])
+    assert not is_debugging_enabled()
