@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from jobs.arguments import say
 from jobs.contract import Exit, exit_with, result_line
 from jobs.parser import OneLineParser
-from lakehouse.cdc.reconcile import NothingToReconcile
+from lakehouse.cdc.reconcile import NothingToReconcile, check_started
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError
 from lakehouse.core.spark import SparkSetupError, get_spark_checked
@@ -65,6 +65,7 @@ def main(argv: list[str]) -> Exit:
         tables = checked_tables(settings, args.tables)
         now = datetime.now(UTC)
         run_id = checked_run_id(args.run_id, f"manual:{now:%Y%m%dT%H%M%S}")
+        check_started(settings)
         spark = get_spark_checked(JOB, settings)
         compared = compare_changelog(spark, settings, run_id, now, tables)
     except BadChangelogRequest as err:

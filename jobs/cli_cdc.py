@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from jobs.arguments import window_options
 from jobs.contract import Exit
-from lakehouse.cdc.reconcile import NothingToReconcile
+from lakehouse.cdc.reconcile import NothingToReconcile, check_started
 from lakehouse.core.config import get_settings
 from lakehouse.core.spark import get_spark_checked
 from lakehouse.reconcile.changelog_request import (
@@ -37,6 +37,7 @@ def compare_captured(args: argparse.Namespace) -> Exit:
         tables = checked_tables(settings, args.tables)
         now = datetime.now(UTC)
         run_id = checked_run_id(args.run_id, f"cli:{now:%Y%m%dT%H%M%S}")
+        check_started(settings)
         spark = get_spark_checked("tributary-compare", settings)
         compared = compare_changelog(spark, settings, run_id, now, tables, record=args.record)
     except BadChangelogRequest as err:

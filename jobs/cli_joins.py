@@ -18,7 +18,7 @@ def compare_joins_outputs(args: argparse.Namespace) -> Exit:
     """The joins' summary, per output; the dq rows only with --record. Exit status as
     `python -m jobs.joins_reconcile` (0 equal, 2 bad arguments, 3 no join has a batch yet,
     4 an output differs)."""
-    from lakehouse.reconcile.joins import NoJoinToJudge, compare_joins, summary_text
+    from lakehouse.reconcile.joins import NoJoinToJudge, check_started, compare_joins, summary_text
 
     misplaced = window_options(args) + (["--table"] if args.tables else [])
     if args.cdc:
@@ -38,8 +38,9 @@ def compare_joins_outputs(args: argparse.Namespace) -> Exit:
     settings = get_settings()
     now = datetime.now(UTC)
     run_id = args.run_id or f"cli:{now:%Y%m%dT%H%M%S}"
-    spark = get_spark_checked("tributary-compare", settings)
     try:
+        check_started(settings)
+        spark = get_spark_checked("tributary-compare", settings)
         rec = compare_joins(spark, settings, run_id, now, record=args.record)
     except NoJoinToJudge as err:
         print(f"tributary compare: {err}: nothing to compare", file=sys.stderr)

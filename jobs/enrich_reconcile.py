@@ -35,9 +35,14 @@ def main(argv: list[str]) -> Exit:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     ).parse_args(argv)
     try:
-        from lakehouse.joins.reconcile import NothingToReconcile, reconcile_enrichment
+        from lakehouse.joins.reconcile import (
+            NothingToReconcile,
+            check_started,
+            reconcile_enrichment,
+        )
 
         settings = get_settings()
+        check_started(settings)
         spark = get_spark_checked(JOB, settings)
         judged = reconcile_enrichment(spark, settings)
     except NothingToReconcile as err:

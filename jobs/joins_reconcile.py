@@ -61,13 +61,20 @@ def main(argv: list[str]) -> Exit:
         )
         return Exit.BAD_REQUEST
     try:
-        from lakehouse.reconcile.joins import NoJoinToJudge, compare_joins, result, summary_text
+        from lakehouse.reconcile.joins import (
+            NoJoinToJudge,
+            check_started,
+            compare_joins,
+            result,
+            summary_text,
+        )
 
         settings = get_settings()
         now = datetime.now(UTC)
         run_id = args.run_id or f"manual:{now:%Y%m%dT%H%M%S}"
-        spark = get_spark_checked(JOB, settings)
         try:
+            check_started(settings, args.joins)
+            spark = get_spark_checked(JOB, settings)
             rec = compare_joins(spark, settings, run_id, now, args.joins)
         except NoJoinToJudge as err:
             print(f"{JOB}: {err}: nothing compared, nothing written", file=sys.stderr)

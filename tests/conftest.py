@@ -17,7 +17,7 @@ import pytest
 from infra import test_env
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.processes import http_ok, port_open
-from tests.jobs_in_process import run_job_here  # noqa: F401  (a fixture for every test)
+from tests.jobs_in_process import run_job_here, spark_refused  # noqa: F401  (fixtures for every test)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

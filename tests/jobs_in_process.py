@@ -53,3 +53,14 @@ def run_job_here(
     yield run
     monkeypatch.undo()
     get_settings.cache_clear()
+
+
+@pytest.fixture
+def spark_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test whose job must answer without Spark: starting (or reusing) a session fails it."""
+    import lakehouse.core.spark
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the job asked for a SparkSession")
+
+    monkeypatch.setattr(lakehouse.core.spark, "get_spark", refused)

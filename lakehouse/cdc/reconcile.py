@@ -40,6 +40,7 @@ from lakehouse.cdc.shop import CAPTURED, ORDERS, USERS, CapturedTable
 from lakehouse.cdc.user_orders import VIEW, maintained
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, read_table_at, table_exists, table_version
+from lakehouse.core.small_tables import has_rows
 from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.transforms.changes import (
     CURRENT_SOURCE_COLUMNS,
@@ -63,6 +64,16 @@ SHOWN_COLUMNS = 3  # differing columns an example names; the rest are counted
 
 class NothingToReconcile(Exception):
     """The changelog stream has completed no batch yet."""
+
+
+NO_BATCH = "the changelog stream has completed no batch yet"
+
+
+def check_started(settings: Settings) -> None:
+    """NothingToReconcile, read from the progress table without Spark, before the stream's
+    first completed batch: a task with nothing to compare ends without starting a JVM."""
+    if not has_rows(settings, PROGRESS):
+        raise NothingToReconcile(NO_BATCH)
 
 
 @dataclass(frozen=True)
@@ -161,11 +172,11 @@ def last_progress(spark: SparkSession, settings: Settings) -> dict[str, Any]:
     """The stream's last completed batch, and the next offset of every topic partition its
     batches read: offsets only grow, and a batch that read nothing of a partition names none."""
     if not table_exists(spark, PROGRESS, settings):
-        raise NothingToReconcile("the changelog stream has completed no batch yet")
+        raise NothingToReconcile(NO_BATCH)
     rows = read_table(spark, PROGRESS, settings)
     newest = rows.orderBy(F.desc("processed_at")).first()
     if newest is None:
-        raise NothingToReconcile("the changelog stream has completed no batch yet")
+        raise NothingToReconcile(NO_BATCH)
     mine = rows.where(F.col("app_id") == newest["app_id"])
     ends = mine.select(F.explode("offsets")).groupBy("key").agg(F.max("value").alias("next"))
     offsets = {r["key"]: int(r["next"]) for r in ends.collect()}

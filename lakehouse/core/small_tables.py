@@ -56,6 +56,22 @@ def table_version(settings: Settings, table: Table) -> int | None:
     return None if delta is None else int(delta.version())
 
 
+def has_rows(settings: Settings, table: Table) -> bool:
+    """Whether the table exists and holds a row, from its files' statistics (the files
+    themselves read only when a file has none)."""
+    import pyarrow as pa
+
+    delta = _opened(settings, table)
+    if delta is None:
+        return False
+    counts = pa.table(delta.get_add_actions(flatten=True))["num_records"].to_pylist()
+    if any(counts):
+        return True
+    if all(c is not None for c in counts):
+        return False
+    return bool(delta.to_pyarrow_dataset().count_rows())
+
+
 def _opened(settings: Settings, table: Table) -> DeltaTable | None:
     """The table's latest snapshot in delta-rs, or None while it does not exist."""
     from deltalake import DeltaTable

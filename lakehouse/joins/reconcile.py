@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, table_exists
+from lakehouse.core.small_tables import has_rows
 from lakehouse.joins.enrichment import (
     EVENT_COLUMNS,
     ROW_COLUMNS,
@@ -72,10 +73,7 @@ def reconcile_enrichment(
     outputs = outputs or EnrichmentOutputs.live()
     last = last_batch(spark, settings, outputs.progress)
     if last is None:
-        which = (
-            "the enrichment stream" if outputs.name == "live" else f"{outputs.name}'s enrichment"
-        )
-        raise NothingToReconcile(f"{which} has completed no batch yet")
+        raise NothingToReconcile(not_started(outputs))
     app, batch_id = last
     pins = pins_of(spark, settings, app, batch_id, outputs.pins)
     assert pins is not None, "a completed batch recorded its pins first"
@@ -101,6 +99,19 @@ def reconcile_enrichment(
             VIEW_MEASURES,
         ),
     )
+
+
+def check_started(settings: Settings, outputs: EnrichmentOutputs | None = None) -> None:
+    """NothingToReconcile, read from the progress table without Spark, before the stream's
+    (or a replay version's) first completed batch."""
+    outputs = outputs or EnrichmentOutputs.live()
+    if not has_rows(settings, outputs.progress):
+        raise NothingToReconcile(not_started(outputs))
+
+
+def not_started(outputs: EnrichmentOutputs) -> str:
+    which = "the enrichment stream" if outputs.name == "live" else f"{outputs.name}'s enrichment"
+    return f"{which} has completed no batch yet"
 
 
 def last_batch(spark: SparkSession, settings: Settings, progress: Table) -> tuple[str, int] | None:

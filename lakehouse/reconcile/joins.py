@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import overwrite_where, small_frame
 from lakehouse.core.locks import exclusive_writer
-from lakehouse.core.tables import RECONCILE, table
+from lakehouse.core.small_tables import has_rows
+from lakehouse.core.tables import RECONCILE, Table, table
 from lakehouse.reconcile.request import LOCK_WAIT_SECONDS
 
 if TYPE_CHECKING:
@@ -164,6 +165,34 @@ def judges() -> dict[str, Judge]:
     }
 
 
+def progress_tables() -> dict[str, Table]:
+    """The table each join's stream appends a row to as a batch completes, by the join's name:
+    before its first row the join has nothing to judge."""
+    from lakehouse.commerce.outputs import CommerceOutputs
+    from lakehouse.joins.outputs import EnrichmentOutputs
+    from lakehouse.joins.windowed import PROGRESS
+
+    return {
+        "enrichment": EnrichmentOutputs.live().progress,
+        "stream_joins": PROGRESS,
+        "commerce": CommerceOutputs.live().progress,
+    }
+
+
+def check_started(settings: Settings, chosen: Sequence[str] = ()) -> None:
+    """NoJoinToJudge, read from the progress tables without Spark, when none of the joins
+    named in `chosen` (every one when empty) has completed a batch: a task with nothing to
+    judge ends in a second, without starting a JVM."""
+    names = list(chosen) or list(judges())
+    progress = progress_tables()
+    if not any(has_rows(settings, progress[name]) for name in names):
+        raise NoJoinToJudge(none_started(names))
+
+
+def none_started(names: Sequence[str]) -> str:
+    return f"no join's stream has completed a batch yet ({', '.join(names)})"
+
+
 def nothing_yet() -> tuple[type[Exception], ...]:
     """The judges' own "no batch yet" errors."""
     from lakehouse.commerce.rebuild import NothingToCompare
@@ -184,9 +213,7 @@ def reconcile_joins(
         except nothing_yet():
             not_started.append(name)
     if not outputs:
-        raise NoJoinToJudge(
-            f"no join's stream has completed a batch yet ({', '.join(not_started)})"
-        )
+        raise NoJoinToJudge(none_started(not_started))
     return JoinsReconciliation(tuple(outputs), tuple(not_started))
 
 

@@ -27,12 +27,15 @@ def lakehouse_env(tmp_path) -> dict[str, str]:
     }
 
 
-def test_before_the_changelog_stream_has_run_nothing_is_compared(
-    spark, run_job_here, tmp_path
+def test_before_the_changelog_stream_has_run_nothing_is_compared_without_spark(
+    run_job_here, tmp_path, spark_refused
 ) -> None:
     ran = run_job_here("jobs.cdc_reconcile", **lakehouse_env(tmp_path))
     assert ran.returncode == Exit.NOTHING_TO_DO
     assert "the changelog stream has completed no batch yet: nothing compared" in ran.stderr
+    asked = run_job_here("jobs.cli", "compare", "--cdc", **lakehouse_env(tmp_path))
+    assert asked.returncode == Exit.NOTHING_TO_DO
+    assert "the changelog stream has completed no batch yet: nothing to compare" in asked.stderr
 
 
 def test_an_unknown_argument_is_refused_in_one_line(run_job_here) -> None:

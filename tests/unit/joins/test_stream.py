@@ -154,6 +154,12 @@ def test_without_silver_events_it_refuses_in_one_line(
     assert ran.returncode == Exit.CANNOT_RUN
     assert ran.stderr.startswith("enrichment stream: no silver.events at ")
     assert "run the speed layer first" in ran.stderr and "Traceback" not in ran.stderr
+
+
+def test_before_a_first_batch_the_judges_answer_without_starting_spark(
+    local_settings: Settings, tmp_path: Path, run_job_here: RunJob, spark_refused: None
+) -> None:
+    env = env_of(local_settings, tmp_path)
     judged = run_job_here("jobs.enrich_reconcile", **env)
     assert judged.returncode == Exit.NOTHING_TO_DO
     assert judged.stderr == (
@@ -166,3 +172,6 @@ def test_without_silver_events_it_refuses_in_one_line(
         "stream_joins, commerce): "
         "nothing compared, nothing written\n"
     )
+    asked = run_job_here("jobs.cli", "compare", "--joins", **env)
+    assert asked.returncode == Exit.NOTHING_TO_DO
+    assert asked.stderr.endswith("commerce): nothing to compare\n")
