@@ -24,7 +24,13 @@ from datetime import UTC, datetime
 from jobs.arguments import iso_moment
 from jobs.contract import Exit, exit_with, result_line
 from jobs.parser import OneLineParser
-from lakehouse.batch.recompute import Interval, IntervalError, NoDataError, recompute_interval
+from lakehouse.batch.recompute import (
+    Interval,
+    IntervalError,
+    NoDataError,
+    recompute_interval,
+    refuse_unchanged,
+)
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.spark import SparkSetupError, get_spark
@@ -68,6 +74,8 @@ def main(argv: list[str]) -> Exit:
             ensure_bucket(settings)
         print(f"==> batch layer: recomputing {interval} (run {run_id})", flush=True)
         with exclusive_writer(settings, BATCH, wait_seconds=LOCK_WAIT_SECONDS):
+            if not args.force:
+                refuse_unchanged(settings, interval)
             spark = get_spark(BATCH, settings)
             run = recompute_interval(spark, settings, interval, run_id, args.force)
     except NoDataError as err:

@@ -58,6 +58,10 @@ def run_job_here(
 @pytest.fixture
 def spark_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """A test whose job must answer without Spark: starting (or reusing) a session fails it."""
+    refuse_spark(monkeypatch)
+
+
+def refuse_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     import lakehouse.core.spark
 
     def refused(*args: object, **kwargs: object) -> None:

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from lakehouse.core.config import Settings, load_settings
+from lakehouse.core.paths import STATE_ENV
 
 
 def local_lakehouse(folder: Path) -> Settings:
@@ -19,6 +20,17 @@ def local_lakehouse(folder: Path) -> Settings:
         "TRIBUTARY__STORAGE__CHECKPOINTS": str(folder / "checkpoints"),
     }
     return load_settings(profile="local", environ=env)
+
+
+def job_env(settings: Settings, state: Path) -> dict[str, str]:
+    """The environment a job run by `run_job_here` needs to see `settings`' local lakehouse,
+    with its locks and logs in `state`."""
+    return {
+        "TRIBUTARY_PROFILE": "local",
+        "TRIBUTARY__STORAGE__ROOT": settings.storage.root,
+        "TRIBUTARY__STORAGE__CHECKPOINTS": settings.storage.checkpoints,
+        STATE_ENV: str(state),
+    }
 
 
 def moved_to(settings: Settings, folder: Path) -> Settings:

@@ -28,7 +28,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from lakehouse.batch.first_deliveries import first_deliveries_from
-from lakehouse.batch.unchanged import unchanged_since_last_run
+from lakehouse.batch.unchanged import Unchanged, bronze_unchanged, unchanged_since_last_run
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
     append_once,
@@ -144,6 +144,19 @@ class BatchRun:
         }
 
 
+def refuse_unchanged(settings: Settings, interval: Interval) -> None:
+    """IntervalUnchanged, decided with delta-rs before a job starts Spark, when the interval's
+    last run read bronze's latest version with every view final (bronze_unchanged); every
+    other case is recompute_interval's to decide."""
+    unchanged = bronze_unchanged(settings, interval)
+    if unchanged is not None:
+        raise unchanged_error(interval, unchanged)
+
+
+def unchanged_error(interval: Interval, unchanged: Unchanged) -> IntervalUnchanged:
+    return IntervalUnchanged(f"{interval} {unchanged}: nothing recomputed")
+
+
 def recompute_interval(
     spark: SparkSession, settings: Settings, interval: Interval, run_id: str, force: bool = False
 ) -> BatchRun:
@@ -157,7 +170,7 @@ def recompute_interval(
         )
     unchanged = None if force else unchanged_since_last_run(spark, settings, interval)
     if unchanged is not None:
-        raise IntervalUnchanged(f"{interval} {unchanged}: nothing recomputed")
+        raise unchanged_error(interval, unchanged)
     # Parsing decodes bytes: string bronze from an older release is migrated first.
     require_bytes(spark, settings, [BRONZE])
     raw = read_table_at(spark, BRONZE, settings, bronze_version)

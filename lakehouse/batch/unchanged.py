@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from lakehouse.core.delta_io import each_chunk_appended_after, read_table, table_version
+from lakehouse.core import small_tables
+from lakehouse.core.delta_io import each_chunk_appended_after, read_table
 from lakehouse.core.tables import table
 from lakehouse.core.times import from_micros
 from lakehouse.transforms.parse import parse_events
@@ -60,12 +61,12 @@ class Unchanged:
     bronze_from: int
     bronze_to: int
     appended: int  # records appended to bronze since, none of them within reach
-    reach: tuple[datetime, datetime]
+    reach: tuple[datetime, datetime] | None = None  # what was read of them: None, nothing
 
     def __str__(self) -> str:
         since = (
             "bronze unchanged"
-            if self.bronze_from == self.bronze_to
+            if self.reach is None
             else f"{self.appended} records appended to bronze since (version "
             f"{self.bronze_from} -> {self.bronze_to}), none an event between "
             f"{self.reach[0]:%Y-%m-%dT%H:%M:%SZ} and {self.reach[1]:%Y-%m-%dT%H:%M:%SZ}"
@@ -77,13 +78,13 @@ def unchanged_since_last_run(
     spark: SparkSession, settings: Settings, interval: Interval
 ) -> Unchanged | None:
     """The interval's last run, if its results stand (module docstring); else None."""
-    last = last_run_of(spark, settings, interval)
-    now = table_version(spark, BRONZE, settings)
+    last = last_run_of(settings, interval)
+    now = small_tables.table_version(settings, BRONZE)
     if last is None or not last.final or now is None:
         return None
-    reach = reach_of(spark, settings, interval)
     if now == last.bronze_version:
-        return Unchanged(last.run_id, now, now, 0, reach)
+        return Unchanged(last.run_id, now, now, 0)
+    reach = reach_of(spark, settings, interval)
     counted = appended_since(spark, settings, last.bronze_version, reach)
     if counted is None:
         return None
@@ -93,35 +94,35 @@ def unchanged_since_last_run(
     return Unchanged(last.run_id, last.bronze_version, now, appended, reach)
 
 
-def last_run_of(spark: SparkSession, settings: Settings, interval: Interval) -> LastRun | None:
-    """The latest recorded run of exactly `interval` (all views), if any."""
-    from delta.tables import DeltaTable
+def bronze_unchanged(settings: Settings, interval: Interval) -> Unchanged | None:
+    """The interval's last run, if every view was final and bronze has had no commit since
+    it: the common no-op (a retry, a scheduled run beside a triggered one), decided with
+    delta-rs alone, so a job can answer it before it starts Spark."""
+    last = last_run_of(settings, interval)
+    if last is None or not last.final:
+        return None
+    if small_tables.table_version(settings, BRONZE) != last.bronze_version:
+        return None
+    return Unchanged(last.run_id, last.bronze_version, last.bronze_version, 0)
 
-    if not DeltaTable.isDeltaTable(spark, RUNS.path(settings)):
-        return None
-    runs = (
-        read_table(spark, RUNS, settings)
-        .where(
-            (F.col("interval_start") == F.lit(interval.start))
-            & (F.col("interval_end") == F.lit(interval.end))
-        )
-        .groupBy("run_id")
-        .agg(
-            F.count_distinct("view").alias("views"),
-            F.max("finished_at").alias("finished_at"),
-            F.max("bronze_version").alias("bronze_version"),
-            F.min(F.unix_micros("final_until")).alias("final_until"),
-        )
-        .where(F.col("views") == len(VIEWS))
-        .orderBy(F.col("finished_at").desc())
-        .limit(1)
-        .collect()
+
+def last_run_of(settings: Settings, interval: Interval) -> LastRun | None:
+    """The latest recorded run of exactly `interval` (all views), if any: ops.batch_runs read
+    with delta-rs (a row per run and view)."""
+    import pyarrow.compute as pc
+
+    exactly = (pc.field("interval_start") == interval.start) & (
+        pc.field("interval_end") == interval.end
     )
-    if not runs:
+    views: dict[str, list[dict[str, Any]]] = {}
+    for row in small_tables.table_rows(settings, RUNS, exactly):
+        views.setdefault(row["run_id"], []).append(row)
+    complete = [rows for rows in views.values() if len({r["view"] for r in rows}) == len(VIEWS)]
+    if not complete:
         return None
-    [run] = runs
-    final = from_micros(run["final_until"]) >= interval.end
-    return LastRun(run["run_id"], int(run["bronze_version"]), final)
+    run = max(complete, key=lambda rows: max(r["finished_at"] for r in rows))
+    final = min(r["final_until"] for r in run) >= interval.end
+    return LastRun(run[0]["run_id"], max(int(r["bronze_version"]) for r in run), final)
 
 
 def reach_of(

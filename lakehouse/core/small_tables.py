@@ -13,20 +13,23 @@ from lakehouse.core.delta_io import delta_rs_location
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.compute as pc
     from deltalake import DeltaTable
 
     from lakehouse.core.config import Settings
     from lakehouse.core.tables import Table
 
 
-def table_rows(settings: Settings, table: Table) -> list[dict[str, Any]]:
-    """Every row of `table` as a dict, as Spark's Row.asDict(recursive=True) gives it (maps as
-    dicts, timestamps as aware UTC datetimes), without its layout columns; [] while the table
-    does not exist."""
+def table_rows(
+    settings: Settings, table: Table, where: pc.Expression | None = None
+) -> list[dict[str, Any]]:
+    """Every row of `table` (that `where` keeps) as a dict, as Spark's Row.asDict(recursive=True)
+    gives it (maps as dicts, timestamps as aware UTC datetimes), without its layout columns; []
+    while the table does not exist."""
     delta = _opened(settings, table)
     if delta is None:
         return []
-    arrow = delta.to_pyarrow_table()
+    arrow = delta.to_pyarrow_dataset().to_table(filter=where)
     arrow = arrow.drop_columns([n for n in table.layout_names if n in arrow.column_names])
     return [
         {name: _python(row[name], arrow.schema.field(name).type) for name in arrow.column_names}

@@ -9,17 +9,22 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from jobs.contract import Exit
 from lakehouse.batch.recompute import Interval, IntervalUnchanged, recompute_interval
 from lakehouse.batch.unchanged import (
     BRONZE,
     RUNS,
+    Unchanged,
     appended_since,
+    bronze_unchanged,
     last_run_of,
     unchanged_since_last_run,
 )
 from lakehouse.core.delta_io import append_once, read_table, small_frame, table_version
 from lakehouse.transforms.bronze import to_raw_records
 from lakehouse.transforms.windows import SESSION_GAP_SECONDS
+from tests.jobs_in_process import refuse_spark
+from tests.lakehouses import job_env
 from tests.micro_batches import raw_kafka_records
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
@@ -40,7 +45,7 @@ def event(event_id: str, user: str, at: datetime) -> tuple[bytes, bytes]:
 
 
 def test_an_interval_recomputed_again_is_a_no_op_until_something_within_its_reach_changes(
-    spark, local_settings
+    spark, local_settings, run_job_here, monkeypatch, tmp_path
 ) -> None:
     settings = local_settings
     start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - 6 * HOUR
@@ -60,16 +65,29 @@ def test_an_interval_recomputed_again_is_a_no_op_until_something_within_its_reac
     append(events)
     first = recompute_interval(spark, settings, hour, "first")
     assert first.events == 11
-    last = last_run_of(spark, settings, hour)
+    last = last_run_of(settings, hour)
     assert last is not None and last.run_id == "first" and last.final
 
     with pytest.raises(IntervalUnchanged, match=r"unchanged since run first \(bronze unchanged\)"):
         recompute_interval(spark, settings, hour, "second")
+    # The job answers that one before it starts Spark: delta-rs reads the run and bronze.
+    read = first.bronze_version
+    assert bronze_unchanged(settings, hour) == Unchanged("first", read, read, 0)
+    with monkeypatch.context() as no_spark:
+        refuse_spark(no_spark)
+        ran = run_job_here(
+            "jobs.batch_layer",
+            *("--start", hour.start.isoformat(), "--end", hour.end.isoformat()),
+            **job_env(settings, tmp_path / "state"),
+        )
+    assert ran.returncode == Exit.NOTHING_TO_DO, ran.stderr
+    assert "unchanged since run first (bronze unchanged): nothing recomputed" in ran.stderr
 
     # Appended since: an event far after the hour's reach, and a record validation refuses.
     append([event("far", "u2", start + 5 * HOUR), (b"u1", b"{not json")])
     with pytest.raises(IntervalUnchanged, match=r"2 records appended to bronze since") as said:
         recompute_interval(spark, settings, hour, "third")
+    assert bronze_unchanged(settings, hour) is None  # Spark's to decide, reading what came
     session_reach = start + 50 * timedelta(minutes=1) + GAP
     assert f"and {session_reach:%Y-%m-%dT%H:%M:%SZ}" in str(said.value)
     runs = read_table(spark, RUNS, settings)
@@ -117,6 +135,6 @@ def test_an_interval_recomputed_again_is_a_no_op_until_something_within_its_reac
         for view in ("event_counts_1m", "active_users_10m", "user_sessions")
     ]
     append_once(small_frame(spark, not_final, RUNS), RUNS, settings, "t", 0)
-    open_run = last_run_of(spark, settings, later)
+    open_run = last_run_of(settings, later)
     assert open_run is not None and not open_run.final
     assert unchanged_since_last_run(spark, settings, later) is None
