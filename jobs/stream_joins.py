@@ -26,7 +26,7 @@ from pathlib import Path
 from jobs.contract import Exit, exit_with
 from jobs.stream_job import run_stream_job
 from lakehouse.core.config import Settings
-from lakehouse.joins.windowed_stop import stream_joins_stop_file
+from lakehouse.core.paths import stream_joins_stop_file
 
 
 def run_joins(

@@ -59,6 +59,12 @@ def commerce_stop_file(env: Mapping[str, str] | None = None) -> Path:
     return state_dir(env) / "run" / "commerce.stop"
 
 
+def stream_joins_stop_file(env: Mapping[str, str] | None = None) -> Path:
+    """Created to ask the running stream joins (jobs.stream_joins) to stop after their
+    current batches."""
+    return state_dir(env) / "run" / "stream_joins.stop"
+
+
 def fingerprint(*files: Path, extra: str = "") -> str:
     """A short content hash: cache folders are named by the files that define them."""
     digest = hashlib.sha256(extra.encode())

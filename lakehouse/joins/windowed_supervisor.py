@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.config import Settings
+from lakehouse.core.paths import stream_joins_stop_file
 from lakehouse.core.times import as_utc
-from lakehouse.joins.windowed_stop import stream_joins_stop_file
 from lakehouse.speed.supervisor import StreamSupervisor, SupervisedStream
 
 if TYPE_CHECKING:
