@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +44,7 @@ from lakehouse.core.delta_io import append_batch, appended_rows, small_frame, ta
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.core.storage import StorageError, ensure_bucket
-from lakehouse.core.tables import JOINS, Table, table
+from lakehouse.core.tables import JOINS, REPLAY, Table, table
 from lakehouse.speed.stream import (
     QueryFailedError,
     StopRequest,
@@ -97,6 +97,38 @@ class JoinQuery:
     # (left input, right input, window seconds) -> joined rows
     combine: Callable[[DataFrame, DataFrame, int], DataFrame]
     window: Callable[[Settings], int]
+    progress: Table = PROGRESS  # one row per batch Spark ran
+    version: str | None = None  # a replay version's join (for_version); None: the live one
+
+    def for_version(self, version: str) -> JoinQuery:
+        """The same join over a replay version's own tables, `replay_<version>.*`: its events
+        (jobs.replay), its order events and payments (the commerce stream replayed), into
+        its own output and progress, as the replay writer."""
+        stage = f"replay_{version}"
+
+        def own(like: Table) -> Table:
+            return replace(like, name=f"{stage}.{like.name.partition('.')[2]}", writer=REPLAY)
+
+        return replace(
+            self,
+            output=own(self.output),
+            left=replace(self.left, source=own(self.left.source)),
+            right=replace(self.right, source=own(self.right.source)),
+            progress=own(self.progress),
+            version=version,
+        )
+
+    @property
+    def lock(self) -> str:
+        """The writer lock held while the join runs (lakehouse.core.locks)."""
+        return JOINS if self.version is None else f"{JOINS}_replay_{self.version}"
+
+    def checkpoint(self, settings: Settings) -> str:
+        """The live join's under the stream_joins writer; a replay's beside the version's
+        other checkpoints (replay_<version>_<name>)."""
+        if self.version is None:
+            return f"{settings.storage.checkpoints}/{JOINS}/{self.name}"
+        return self.progress.checkpoint(f"replay_{self.version}_{self.name}", settings)
 
     def join(
         self, left_rows: DataFrame, right_rows: DataFrame, settings: Settings, watermarked: bool
@@ -132,8 +164,9 @@ ORDER_PAYMENTS_QUERY = JoinQuery(
 QUERIES = (ATTRIBUTION_QUERY, ORDER_PAYMENTS_QUERY)
 
 
-def join_checkpoint(settings: Settings, query: JoinQuery) -> str:
-    return f"{settings.storage.checkpoints}/{JOINS}/{query.name}"
+def queries_of(version: str | None = None) -> tuple[JoinQuery, ...]:
+    """The joins, live or over a replay version's tables."""
+    return QUERIES if version is None else tuple(q.for_version(version) for q in QUERIES)
 
 
 class JoinSink:
@@ -178,13 +211,15 @@ def start_join_query(
 ) -> tuple[StreamingQuery, JoinSink]:
     """The join's query over its two sources' Delta streams (from their first version on a
     first start; afterwards the checkpoint knows where it is)."""
-    checkpoint = join_checkpoint(settings, query)
+    checkpoint = query.checkpoint(settings)
     sink = JoinSink(settings, query, checkpoint)
     left = appended_rows(spark, query.left.source, settings)
     right = appended_rows(spark, query.right.source, settings)
     writer = (
         query.join(left, right, settings, True)
-        .writeStream.queryName(f"{JOINS}.{query.name}")
+        .writeStream.queryName(
+            f"{JOINS}.{query.name}" if query.version is None else f"{query.lock}.{query.name}"
+        )
         .foreachBatch(sink)
         .option("checkpointLocation", checkpoint)
     )
@@ -256,8 +291,9 @@ class ProgressRecorder:
         app = f"{self.sink.app_id(spark)}:progress"
         rows = [progress_row(r, self.query, self.sink.app_id(spark), self.sink) for r in new]
         newest = max(int(r["batchId"]) for r in new)
-        frame = small_frame(spark, rows, PROGRESS)
-        append_batch(frame, PROGRESS, self.settings, app, newest, untried=self._wrote)
+        progress = self.query.progress
+        frame = small_frame(spark, rows, progress)
+        append_batch(frame, progress, self.settings, app, newest, untried=self._wrote)
         self.recorded = newest
         self._wrote = True
         for report in new:
@@ -265,10 +301,11 @@ class ProgressRecorder:
 
 
 def last_recorded(spark: SparkSession, settings: Settings, sink: JoinSink) -> int:
-    """The newest batch of the sink's query in ops.join_progress (-1: none)."""
-    if not table_exists(spark, PROGRESS, settings):
+    """The newest batch of the sink's query in its progress table (-1: none)."""
+    progress = sink.query.progress
+    if not table_exists(spark, progress, settings):
         return -1
-    rows = spark.read.format("delta").load(PROGRESS.path(settings))
+    rows = spark.read.format("delta").load(progress.path(settings))
     mine = rows.where((F.col("query") == sink.query.name) & (F.col("app_id") == sink.app_id(spark)))
     [[newest]] = mine.agg(F.max("batch_id")).collect()
     return -1 if newest is None else int(newest)
@@ -295,7 +332,9 @@ def run_joins(
     stop = StopRequest(stop_file)
     if settings.storage.on_s3:
         ensure_bucket(settings)
-    with exclusive_writer(settings, JOINS):
+    locks = {query.lock for query in queries}
+    assert len(locks) == 1, "one application runs the joins of one version"
+    with exclusive_writer(settings, locks.pop()):
         stop.stop_file.unlink(missing_ok=True)
         spark = start_spark(settings, stop)
         spark.conf.set(RECENT_PROGRESS, "1000")

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, table_exists
-from lakehouse.joins.windowed import PROGRESS, QUERIES, JoinQuery, Side
+from lakehouse.joins.windowed import QUERIES, JoinQuery, Side
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -61,8 +61,12 @@ class JoinVerdict:
         return self.batch_id is not None and self.differing == 0
 
 
-def reconcile_windowed_joins(spark: SparkSession, settings: Settings) -> list[JoinVerdict]:
-    return [reconcile_join(spark, settings, query) for query in QUERIES]
+def reconcile_windowed_joins(
+    spark: SparkSession, settings: Settings, queries: tuple[JoinQuery, ...] = QUERIES
+) -> list[JoinVerdict]:
+    """Each join (the live ones, or a replay version's: windowed.queries_of) against the batch
+    join of its on-time input rows."""
+    return [reconcile_join(spark, settings, query) for query in queries]
 
 
 def reconcile_join(spark: SparkSession, settings: Settings, query: JoinQuery) -> JoinVerdict:
@@ -172,10 +176,10 @@ def _shown(row: Any) -> str:
 def progress_of(spark: SparkSession, settings: Settings, query: JoinQuery) -> dict[int, Any]:
     """batch id -> its ops.join_progress row, for the query's current checkpoint (the writer
     id of its newest row)."""
-    if not table_exists(spark, PROGRESS, settings):
+    if not table_exists(spark, query.progress, settings):
         return {}
     rows = (
-        read_table(spark, PROGRESS, settings)
+        read_table(spark, query.progress, settings)
         .where(F.col("query") == query.name)
         .withColumn("watermark_micros", F.unix_micros("watermark"))
     )

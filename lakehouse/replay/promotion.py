@@ -205,10 +205,25 @@ def remove(spark: SparkSession, settings: Settings, version: str) -> str:
     check_removable(settings, version)
     outputs = outputs_of(version)
     delete_folder(spark, outputs.progress.path(settings).rsplit("/", 1)[0])
-    delete_folder(spark, outputs.checkpoint(settings))
-    delete_folder(spark, EnrichmentOutputs.replay(version).checkpoint(settings))
+    for checkpoint in checkpoints_of(settings, version):
+        delete_folder(spark, checkpoint)
     switch_pointer(spark, settings, "remove", version, active_version(settings))
     return f"removed {version} (tables and checkpoint)"
+
+
+def checkpoints_of(settings: Settings, version: str) -> list[str]:
+    """Every checkpoint of the version's queries: a version made again under the same name
+    must start from nothing. The speed layer's replay, its enrichment, its commerce stream
+    and its windowed joins."""
+    from lakehouse.commerce.outputs import CommerceOutputs
+    from lakehouse.joins.windowed import queries_of
+
+    return [
+        outputs_of(version).checkpoint(settings),
+        EnrichmentOutputs.replay(version).checkpoint(settings),
+        CommerceOutputs.replay(version).checkpoint(settings),
+        *(query.checkpoint(settings) for query in queries_of(version)),
+    ]
 
 
 def check_removable(settings: Settings, version: str) -> None:

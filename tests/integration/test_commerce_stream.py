@@ -12,16 +12,18 @@ import os
 import signal
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jobs.contract import Exit
+from jobs.contract import Exit, read_result
 from lakehouse.commerce.outputs import CommerceOutputs
 from lakehouse.commerce.rebuild import fold_bronze, replay_commerce, state_differences
 from lakehouse.core.config import Settings, get_settings, load_settings
-from lakehouse.core.delta_io import read_table
+from lakehouse.core.delta_io import append_new, read_table, small_frame
 from lakehouse.generator.commerce import (
     FATE_APPLIED,
     FATE_DUPLICATE,
@@ -31,6 +33,7 @@ from lakehouse.generator.commerce import (
     ORDER_EVENTS,
     read_ledger,
 )
+from lakehouse.joins.windowed import queries_of
 from tests.conftest import new_topic
 
 LIVE = CommerceOutputs.live()
@@ -41,6 +44,7 @@ BATCH_RECORDS = 60  # maxOffsetsPerTrigger: the log is read in several micro-bat
 class Streamed:
     settings: Settings
     ledger: list[dict[str, Any]]
+    env: dict[str, str]  # the jobs' environment
 
 
 def job_env(lake: Path, events_topic: str, payments_topic: str) -> dict[str, str]:
@@ -79,7 +83,7 @@ def streamed(spark, kafka_up: str, tmp_path_factory: pytest.TempPathFactory) -> 
     assert run_here("jobs.generate_commerce", argv, env) == Exit.OK
     stop_file = str(folder / "commerce.stop")
     assert run_here("jobs.commerce", ["--available-now", "--stop-file", stop_file], env) == Exit.OK
-    return Streamed(load_settings("local", {**os.environ, **env}), read_ledger(ledger))
+    return Streamed(load_settings("local", {**os.environ, **env}), read_ledger(ledger), env)
 
 
 def rows(spark, settings: Settings, target) -> list[dict[str, Any]]:
@@ -165,3 +169,46 @@ def test_a_replay_from_offset_0_in_one_batch_and_the_batch_fold_rebuild_the_live
     # The same rejections, but for when each was received (rejected_at): once per reading.
     replay_rejected = read_table(spark, replay.rejected, settings).drop("rejected_at")
     assert state_differences(live_rejected.drop("rejected_at"), replay_rejected).collect() == []
+
+
+def test_a_replay_versions_joins_replay_the_commerce_log_and_equal_their_judges(
+    spark, streamed: Streamed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """python -m jobs.replay_joins t2, after the version's events exist (jobs.replay writes
+    them; here a click and the purchase a minute after it): the commerce stream replayed from
+    offset 0 into the version rebuilds the live order state, and both windowed joins over the
+    version's tables equal their batch joins."""
+    settings = streamed.settings
+    attribution, order_payments = queries_of("t2")
+    start = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
+    clicks = [
+        {
+            "event_id": f"e{i}",
+            "event_type": kind,
+            "user_id": "u1",
+            "product_id": "p1",
+            "amount": Decimal("5.00") if kind == "purchase" else None,
+            "event_time": start + timedelta(minutes=i),
+            "event_date": start.date(),
+            "kafka_partition": 0,
+            "kafka_offset": i,
+        }
+        for i, kind in enumerate(("click", "purchase"))
+    ]
+    events = attribution.left.source
+    full = [{f.name: row.get(f.name) for f in events.spark_schema().fields} for row in clicks]
+    append_new(small_frame(spark, full, events), events, settings)
+    capsys.readouterr()
+    env = {**streamed.env, "TRIBUTARY_STATE": str(tmp_path / "state")}
+    env["TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER"] = "1000000"  # the log in one batch
+    assert run_here("jobs.replay_joins", ["t2"], env) == Exit.OK, capsys.readouterr().err
+    result = read_result("replay_joins", capsys.readouterr().out.splitlines())
+    assert result is not None and result["equal"], result
+    live = read_table(spark, LIVE.state, settings)
+    replayed = read_table(spark, CommerceOutputs.replay("t2").state, settings)
+    assert state_differences(live, replayed).collect() == []
+    assert result["order_state"] == {"orders": live.count(), "differing": 0}
+    assert result["joins"]["attribution"]["compared"] == 1
+    joined = result["joins"]["order_payments"]
+    assert joined["compared"] > 0 and joined["differing"] == 0
+    assert read_table(spark, order_payments.output, settings).count() > 0

@@ -2,7 +2,7 @@
 version's own silver events enriched by the stream's code into its own tables. Enriched once
 at the final history, it equals the live stream that enriched the same events in two batches
 and corrected them when a product arrived between; its judge passes; a version that was never
-replayed, or a bad name, is refused in one line."""
+replayed, or a bad name, is refused in one line, by jobs.replay_joins too."""
 
 from __future__ import annotations
 
@@ -66,6 +66,13 @@ def test_a_version_never_replayed_or_a_bad_name_is_refused_in_one_line(
     assert missing.stderr.startswith("enrich_replay: no replay_v9.events at ")
     assert "replay v9 first (jobs.replay)" in missing.stderr and "Traceback" not in missing.stderr
     bad = run_job_here("jobs.enrich_replay", "V-9", **env)
+    assert bad.returncode == Exit.BAD_REQUEST and "not a simple identifier" in bad.stderr
+    # The version's windowed joins and commerce replay (jobs.replay_joins) refuse alike.
+    missing = run_job_here("jobs.replay_joins", "v9", **env)
+    assert missing.returncode == Exit.CANNOT_RUN
+    assert missing.stderr.startswith("replay_joins: no replay_v9.events at ")
+    assert "replay v9 first (jobs.replay)" in missing.stderr and "Traceback" not in missing.stderr
+    bad = run_job_here("jobs.replay_joins", "V-9", **env)
     assert bad.returncode == Exit.BAD_REQUEST and "not a simple identifier" in bad.stderr
 
 

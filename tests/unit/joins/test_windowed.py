@@ -21,7 +21,7 @@ from jobs.contract import Exit, read_result
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_new, read_table, table_exists
 from lakehouse.core.frames import rows_frame
-from lakehouse.core.tables import JOINS
+from lakehouse.core.tables import JOINS, Table
 from lakehouse.joins.windowed import (
     ATTRIBUTION,
     ATTRIBUTION_QUERY,
@@ -33,9 +33,16 @@ from lakehouse.joins.windowed import (
     PROGRESS,
     QUERIES,
     JoinQuery,
+    queries_of,
     run_joins,
 )
-from lakehouse.joins.windowed_reconcile import JoinVerdict, reconcile_join
+from lakehouse.joins.windowed_reconcile import (
+    JoinVerdict,
+    reconcile_join,
+    reconcile_windowed_joins,
+)
+from lakehouse.replay.promotion import remove
+from lakehouse.replay.versions import record_version_event
 from tests.conftest import _settings
 from tests.jobs_in_process import RunJob
 
@@ -48,7 +55,12 @@ def at(minutes: float) -> datetime:
     return T0 + timedelta(minutes=minutes)
 
 
-def append_events(spark, settings: Settings, events: list[tuple[str, str, str, str, float]]):
+def append_events(
+    spark,
+    settings: Settings,
+    events: list[tuple[str, str, str, str, float]],
+    target: Table = EVENTS,
+) -> None:
     """(event_id, event_type, user_id, product_id, minute), as the speed layer appends them."""
     rows = [
         {
@@ -70,10 +82,12 @@ def append_events(spark, settings: Settings, events: list[tuple[str, str, str, s
         }
         for e, kind, user, product, m in events
     ]
-    append_new(rows_frame(spark, rows, EVENTS.spark_schema()).coalesce(1), EVENTS, settings)
+    append_new(rows_frame(spark, rows, EVENTS.spark_schema()).coalesce(1), target, settings)
 
 
-def append_orders(spark, settings: Settings, orders: list[tuple[str, float]]) -> None:
+def append_orders(
+    spark, settings: Settings, orders: list[tuple[str, float]], target: Table = ORDER_EVENTS
+) -> None:
     """(order_id, minute placed): order events of type placed."""
     rows = [
         {
@@ -87,16 +101,18 @@ def append_orders(spark, settings: Settings, orders: list[tuple[str, float]]) ->
         for o, m in orders
     ]
     frame = rows_frame(spark, rows, ORDER_EVENTS.spark_schema()).coalesce(1)
-    append_new(frame, ORDER_EVENTS, settings)
+    append_new(frame, target, settings)
 
 
-def append_payments(spark, settings: Settings, payments: list[tuple[str, str, float]]) -> None:
+def append_payments(
+    spark, settings: Settings, payments: list[tuple[str, str, float]], target: Table = PAYMENTS
+) -> None:
     """(payment_id, order_id, minute paid)."""
     rows = [
         {"payment_id": p, "order_id": o, "amount": Decimal("20.00"), "paid_at": at(m)}
         for p, o, m in payments
     ]
-    append_new(rows_frame(spark, rows, PAYMENTS.spark_schema()).coalesce(1), PAYMENTS, settings)
+    append_new(rows_frame(spark, rows, PAYMENTS.spark_schema()).coalesce(1), target, settings)
 
 
 # Each step: (events, orders, payments) appended, then one available-now run.
@@ -326,3 +342,49 @@ def test_the_judge_finds_a_stream_that_differs_from_its_batch_join(spark, scenar
     assert not verdict.equal and verdict.differing == 1
     [example] = verdict.examples
     assert example.startswith("not in the batch join") and '"click_event_id": "c1"' in example
+
+
+def test_a_replay_version_joins_its_own_tables_and_equals_its_batch_join(
+    spark, scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every step's rows at once in a replay version's own tables, joined in one available-now
+    run by the same queries: nothing is late when the whole log is read at once (b4 keeps its
+    clicks c7 and c8), each join equals its batch join, and the live outputs are untouched."""
+    settings = scenario.settings
+    live = {q.name: output(spark, settings, q.output) for q in QUERIES}
+    attribution, orders = version = queries_of("v1")
+    assert attribution.output.name == "replay_v1.purchase_attribution"
+    for events, placed, payments in STEPS:
+        append_events(spark, settings, events, attribution.left.source)
+        append_orders(spark, settings, placed, orders.left.source)
+        append_payments(spark, settings, payments, orders.right.source)
+    monkeypatch.setenv("TRIBUTARY_STATE", str(tmp_path / "state"))
+    run_joins(settings, tmp_path / "stop", available_now=True, say=lambda _: None, queries=version)
+
+    verdicts = reconcile_windowed_joins(spark, settings, version)
+    assert [v.equal for v in verdicts] == [True, True], [v.examples for v in verdicts]
+    assert [v.late for v in verdicts] == [
+        {"purchases": 0, "clicks": 0},
+        {"orders": 0, "payments": 0},
+    ]
+    rows = read_table(spark, attribution.output, settings).collect()
+    assert sorted((r["purchase_event_id"], r["click_event_id"]) for r in rows) == [
+        ("b1", "c1"),
+        ("b1", "c2"),
+        ("b2", "c4"),
+        ("b4", "c7"),
+        ("b4", "c8"),
+    ]
+    paid = {r["order_id"]: r["paid"] for r in read_table(spark, orders.output, settings).collect()}
+    assert paid == {f"o{i}": i != 5 for i in (1, 2, 3, 4, 5, 7, 8)}
+    assert {q.name: output(spark, settings, q.output) for q in QUERIES} == live
+
+    # Removing the version removes the joins' tables and checkpoints: made again under the
+    # same name, its joins start from nothing.
+    checkpoint = Path(attribution.checkpoint(settings))
+    assert checkpoint.parent.name == "replay" and checkpoint.name == "replay_v1_attribution"
+    assert checkpoint.exists() and Path(orders.checkpoint(settings)).exists()
+    record_version_event(spark, settings, "v1", "caught_up")
+    remove(spark, settings, "v1")
+    assert not checkpoint.exists() and not Path(orders.checkpoint(settings)).exists()
+    assert not table_exists(spark, attribution.output, settings)
