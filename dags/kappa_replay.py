@@ -58,6 +58,12 @@ runs skip.
 
 Each version written is announced on the `replay.versions` asset, which triggers the
 `reconcile` DAG: replay vs live, with its report and `dq.*` records.
+
+**Joins**: the `joins` task replays into the version the joins the live platform runs, by
+their streams' own code, and judges them: the commerce stream and the windowed stream-stream
+joins (`python -m jobs.replay_joins`) once they have run live, the enrichment
+(`python -m jobs.enrich_replay`) once it has. It fails, naming the job, when a version's join
+differs from its judge; the views are promoted or not regardless.
 """
 
 
@@ -139,10 +145,15 @@ def kappa_replay() -> None:
     def announce(replayed: dict[str, Any]) -> None:
         announce_version(replayed, get_current_context()["outlet_events"])
 
+    @task(execution_timeout=timedelta(hours=6))
+    def joins(replayed: dict[str, Any]) -> dict[str, Any]:
+        return replay_version_joins(replayed)
+
     replayed = replay()
     # TaskFlow passes the XCom at run time; mypy sees the XComArg placeholder.
     announce(replayed)  # type: ignore[arg-type]
     promote(replayed)  # type: ignore[arg-type]
+    joins(replayed)  # type: ignore[arg-type]
 
 
 # The tasks' logic, callable with a context (tests run it in-process, with the job in-process
@@ -225,6 +236,52 @@ def announce_version(replayed: dict[str, Any], outlet_events: Any) -> None:
     if replayed.get("new_records") == 0:
         _skip(f"{replayed['version']} had nothing new to read: nothing changed")
     outlet_events[REPLAY_ASSET].extra = {"version": replayed["version"]}
+
+
+# The jobs that replay a version's joins, each with the live progress tables that show the
+# platform runs those joins: a version replays the joins the live platform runs, no others.
+VERSION_JOINS = (
+    ("replay_joins", ("ops.join_progress", "ops.commerce_progress")),
+    ("enrich_replay", ("ops.enrichment_progress",)),
+)
+
+
+def replay_version_joins(replayed: dict[str, Any], run: RunJob | None = None) -> dict[str, Any]:
+    """The joins task: the joins the live platform runs, replayed into the version written and
+    judged (jobs.replay_joins: the commerce stream and the windowed joins; jobs.enrich_replay:
+    the enrichment). Skipped after a dry run, a replay with nothing new, or when no join runs
+    live; failed, naming the job, when a version's join differs from its judge."""
+    from dags.support.job_runner import run_job
+    from jobs.contract import Exit
+    from lakehouse.core.config import get_settings
+    from lakehouse.core.small_tables import has_rows
+    from lakehouse.core.tables import table
+
+    if replayed["dry_run"]:
+        _skip("dry run: no version was written")
+    version = str(replayed["version"])
+    if replayed.get("new_records") == 0:
+        _skip(f"{version} had nothing new to read: its joins are as they were")
+    settings = get_settings()
+    wanted = [job for job, live in VERSION_JOINS if any(has_rows(settings, table(t)) for t in live)]
+    if not wanted:
+        _skip(
+            "no join runs live (the stream joins, the commerce stream, the enrichment): "
+            f"{version} has none to replay"
+        )
+    results: dict[str, Any] = {}
+    differing = []
+    for job in wanted:
+        outcome = (run or run_job)(f"jobs.{job}", [version], on_line=log.info)
+        if outcome.returncode == Exit.NOTHING_TO_DO:
+            results[job] = {"skipped": outcome.reason()}
+            continue
+        results[job] = outcome.summary(job, succeeded=(Exit.OK, Exit.CHECKS_FAILED))
+        if outcome.returncode == Exit.CHECKS_FAILED:
+            differing.append(f"jobs.{job}: {version}'s joins differ from their judges")
+    if differing:
+        raise Refused("\n".join([*differing, "(the first differing rows are in the log above)"]))
+    return results
 
 
 def replay_arguments(params: Mapping[str, Any], scheduled: bool) -> list[str]:

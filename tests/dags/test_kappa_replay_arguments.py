@@ -162,3 +162,55 @@ def test_an_extension_of_the_active_version_is_served_or_fails_with_its_gate(
         kappa.module.promote_replayed({**active, "served": True}, run=no_job)
     with pytest.raises(Refused, match="v3 was extended but its reconciliation"):
         kappa.module.promote_replayed({**active, "served": False}, run=no_job)
+
+
+def test_the_joins_task_replays_the_joins_the_live_platform_runs_and_no_others(
+    kappa: DagFile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a replay wrote something new: jobs.enrich_replay once the enrichment has run
+    live, jobs.replay_joins once the stream joins or the commerce stream have; a version's
+    join that differs from its judge fails the task (not retried), naming the job."""
+    import pyarrow as pa
+    from airflow.sdk.exceptions import AirflowSkipException
+    from deltalake import write_deltalake
+
+    from dags.support.failure import Refused
+    from dags.support.job_runner import JobOutcome
+    from jobs.contract import Exit, result_line
+    from lakehouse.core.config import get_settings
+
+    lake = tmp_path / "lakehouse"
+    monkeypatch.setenv("TRIBUTARY_PROFILE", "local")
+    monkeypatch.setenv("TRIBUTARY__STORAGE__ROOT", str(lake))
+    monkeypatch.setenv("TRIBUTARY__STORAGE__CHECKPOINTS", str(tmp_path / "checkpoints"))
+    get_settings.cache_clear()
+    replay_joins = kappa.module.replay_version_joins
+    written = {"version": "v3", "dry_run": False, "new_records": 10}
+    with pytest.raises(AirflowSkipException, match="dry run: no version was written"):
+        replay_joins({**written, "dry_run": True}, run=no_job)
+    with pytest.raises(AirflowSkipException, match="v3 had nothing new to read"):
+        replay_joins({**written, "new_records": 0}, run=no_job)
+    with pytest.raises(AirflowSkipException, match="no join runs live"):
+        replay_joins(written, run=no_job)
+
+    asked: list[tuple[str, ...]] = []
+
+    def ending(status: Exit) -> RunJob:
+        def run(module: str, args: list[str], on_line: Any, **_: Any) -> JobOutcome:
+            asked.append((module, *args))
+            job = module.removeprefix("jobs.")
+            return JobOutcome(status, [result_line(job, {"equal": status == Exit.OK})])
+
+        return run
+
+    write_deltalake(str(lake / "ops" / "enrichment_progress"), pa.table({"batch_id": [0]}))
+    assert replay_joins(written, run=ending(Exit.OK)) == {"enrich_replay": {"equal": True}}
+    assert asked == [("jobs.enrich_replay", "v3")]
+
+    write_deltalake(str(lake / "ops" / "join_progress"), pa.table({"batch_id": [0]}))
+    asked.clear()
+    with pytest.raises(Refused, match=r"jobs\.replay_joins: v3's joins differ") as failed:
+        replay_joins(written, run=ending(Exit.CHECKS_FAILED))
+    assert type(failed.value) is Refused
+    assert asked == [("jobs.replay_joins", "v3"), ("jobs.enrich_replay", "v3")]
+    get_settings.cache_clear()
