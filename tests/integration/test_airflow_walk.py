@@ -115,7 +115,12 @@ def test_a_new_user_runs_the_platform_from_the_airflow_ui(
     run_id = _run_from_form(browser, api, airflow_up, "kappa_replay", dry_run, "success")
     tis = af.expect_json(api.call("GET", f"/dags/kappa_replay/dagRuns/{run_id}/taskInstances"), 200)
     states = af.task_states(tis["task_instances"])
-    assert states == {"replay": "success", "announce": "skipped", "promote": "skipped"}, states
+    assert states == {
+        "replay": "success",
+        "announce": "skipped",
+        "promote": "skipped",
+        "joins": "skipped",
+    }, states
     assert list_versions(settings) == before, "a dry run writes nothing"
     plan = _results(browser, airflow_up, "kappa_replay", run_id, "replay")
     assert "replay of 'events' from earliest" in plan and "s to start Spark" in plan, plan
@@ -129,9 +134,15 @@ def test_a_new_user_runs_the_platform_from_the_airflow_ui(
     run_id = _run_from_form(browser, api, airflow_up, "kappa_replay", real_run, "success")
     tis = af.expect_json(api.call("GET", f"/dags/kappa_replay/dagRuns/{run_id}/taskInstances"), 200)
     states = af.task_states(tis["task_instances"])
-    assert states == {"replay": "success", "announce": "success", "promote": "skipped"}, states
+    assert states == {
+        "replay": "success",
+        "announce": "success",
+        "promote": "skipped",
+        "joins": "skipped",
+    }, states
     logs = af.task_logs(api, "kappa_replay", run_id, tis["task_instances"])
     assert "auto-promote is off" in logs["promote"], logs["promote"]
+    assert "no join runs live" in logs["joins"], logs["joins"]
     [info] = [v for v in list_versions(settings) if v.version == version]
     assert info.status == "caught_up" and (info.records or 0) >= len(events), info
     assert not info.active and info.by.startswith("airflow:kappa_replay/"), info
