@@ -99,6 +99,10 @@ def print_where_to_look(settings: Settings) -> None:
     print(f'  Recompute    {env}make batch ARGS="--start <ISO> --end <ISO>"  (or batch_layer)')
     print(f"  Replay       {env}.venv/bin/python -m jobs.replay --dry-run  (or kappa_replay)")
     print("  CDC          docs/cdc.md; the cdc DAG (connector, changelog stream, snapshots)")
+    print(
+        "  Joins        docs/joins.md; the enrichment, commerce and stream_joins DAGs "
+        "(make generate-changes, then `python -m jobs.generate_commerce --orders 50`)"
+    )
     print("  Services     make status    (logs are listed there)")
     print("  Stop all     make down")
 

@@ -22,6 +22,7 @@ def test_the_query_hints_name_the_profile_the_demo_ran_with(
     out = capsys.readouterr().out
     assert f"  Query        {prefix}.venv/bin/tributary query event_counts_1m" in out
     assert f"{prefix}make batch ARGS=" in out
+    assert "  Joins        docs/joins.md; the enrichment, commerce and stream_joins DAGs" in out
 
 
 def test_an_hour_an_earlier_demo_recomputed_is_said_so_and_still_served(
