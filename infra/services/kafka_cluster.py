@@ -77,6 +77,28 @@ class KafkaCluster(Service):
             require_free_port(
                 "kafka-cluster", host, controller, "TRIBUTARY__CLUSTER__KAFKA_CONTROLLER_PORTS"
             )
+        # All nodes first, then the wait: a controller quorum elects a leader only once a
+        # majority of its voters runs.
+        started = [self._start_node(node) for node, _, _ in self.nodes]
+        for proc in started:
+            self._wait_healthy(proc)
+
+    def restart_node(self, node: int) -> None:
+        """Start one node that stopped (or was killed) while the others run, and wait until
+        the cluster lists every broker again: its log folder is kept, so it rejoins as the
+        same broker and catches its replicas up."""
+        proc = self.proc(f"kafka-{node}")
+        if proc.pid() is not None:
+            raise ServiceError(f"kafka-cluster: node {node} is running (pid {proc.pid()})")
+        _, port, controller = self.nodes[node - 1]
+        host = self.ctx.settings.services.bind_host
+        require_free_port("kafka-cluster", host, port, "TRIBUTARY__CLUSTER__KAFKA_PORTS")
+        require_free_port(
+            "kafka-cluster", host, controller, "TRIBUTARY__CLUSTER__KAFKA_CONTROLLER_PORTS"
+        )
+        self._wait_healthy(self._start_node(node))
+
+    def _start_node(self, node: int) -> Proc:
         logs = self.ctx.run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         jvm = [
@@ -84,40 +106,36 @@ class KafkaCluster(Service):
             f"-Dlog4j2.configurationFile={LOG4J}",
             f"-Dkafka.logs.dir={logs}",
             "-cp",
-            f"{jars}/*",
+            f"{kafka_jars_dir()}/*",
         ]
-        cluster_id = self._cluster_id()
-        started = []
-        # All nodes first, then the wait: a controller quorum elects a leader only once a
-        # majority of its voters runs.
-        for node, _, _ in self.nodes:
-            props = self._write_properties(node)
-            if not (self.data / f"node-{node}" / "data" / "meta.properties").exists():
-                self._format(jvm, props, cluster_id, node)
-            proc = self.proc(f"kafka-{node}")
-            proc.start(
-                [
-                    jvm[0],
-                    "-Xms128m",
-                    f"-Xmx{settings.cluster.kafka_heap}",
-                    "-XX:+UseG1GC",
-                    "-XX:TieredStopAtLevel=1",
-                    "-Djava.awt.headless=true",
-                    *jvm[1:],
-                    "kafka.Kafka",
-                    props,
-                ],
-                env=os.environ,
-            )
-            started.append(proc)
-        for proc in started:
-            wait_until(
-                self.healthy,
-                timeout=120,
-                what=f"waiting for the {len(self.nodes)} Kafka brokers ({proc.name})",
-                proc=proc,
-                every=2,
-            )
+        props = self._write_properties(node)
+        if not (self.data / f"node-{node}" / "data" / "meta.properties").exists():
+            self._format(jvm, props, self._cluster_id(), node)
+        proc = self.proc(f"kafka-{node}")
+        proc.start(
+            [
+                jvm[0],
+                "-Xms128m",
+                f"-Xmx{self.ctx.settings.cluster.kafka_heap}",
+                "-XX:+UseG1GC",
+                "-XX:TieredStopAtLevel=1",
+                "-Djava.awt.headless=true",
+                *jvm[1:],
+                "kafka.Kafka",
+                props,
+            ],
+            env=os.environ,
+        )
+        return proc
+
+    def _wait_healthy(self, proc: Proc) -> None:
+        wait_until(
+            self.healthy,
+            timeout=120,
+            what=f"waiting for the {len(self.nodes)} Kafka brokers ({proc.name})",
+            proc=proc,
+            every=2,
+        )
 
     def _write_properties(self, node: int) -> str:
         host = self.ctx.settings.services.bind_host

@@ -9,6 +9,9 @@ the batch layer twice: once on spark://127.0.0.1:<port>, once on local[2], each 
 lakehouse on the cluster's MinIO; every view and table they wrote must be identical. That the
 work was spread is read from Spark itself: the driver's REST API must list two executors that
 both ran tasks, and the master must have given the application both workers.
+
+Faults: the broker leading a partition killed with kill -9 while events are produced and the
+stream reads them, then restarted; nothing lost, nothing doubled, the recovery time printed.
 """
 
 from __future__ import annotations
@@ -246,3 +249,136 @@ def _replicas(settings: Settings, topic: str) -> set[int]:
     finally:
         admin.close()
     return {len(p["replica_nodes"]) for p in described["partitions"]}
+
+
+def test_the_partition_leader_killed_under_load_loses_nothing_and_doubles_nothing(
+    cluster: dict[str, str], tmp_path: Path
+) -> None:
+    """kill -9 of the broker leading a partition while events are produced to it (acks=all,
+    idempotent) and the speed layer reads it; restarted a few seconds later. Every accepted
+    event reaches silver once; the producer never failed; the stream went on without a
+    restart. The recovery time (the kill to the first batch that read the partition past where
+    it stood then) is printed for docs/cluster.md (pytest -s)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from infra.services.base import Context
+    from infra.services.kafka_cluster import KafkaCluster
+    from lakehouse.core.kafka_io import ensure_topic
+    from lakehouse.core.kafka_offsets import end_offsets
+    from lakehouse.core.paths import state_dir
+    from lakehouse.core.small_tables import table_rows
+    from lakehouse.core.tables import table
+    from lakehouse.generator.clickstream import read_ledger
+    from lakehouse.speed.progress import latest_progress
+
+    topic = new_topic("leader-kill")
+    env = {
+        **lakehouse(cluster, "leader-kill", topic),
+        # The fault is the log's: the driver alone runs the stream.
+        "TRIBUTARY__SPARK__MASTER": "local[2]",
+        "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "100000",
+    }
+    settings = load_settings("cluster", env)
+    ensure_topic(settings)
+    stop_file, log_path = tmp_path / "stop", tmp_path / "speed.log"
+    with open(log_path, "w") as log:
+        stream = subprocess.Popen(
+            [sys.executable, "-m", "jobs.speed_layer", "--stop-file", str(stop_file)],
+            env=env,
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    brokers = KafkaCluster(Context(settings, state_dir(env)))
+    leader: int | None = None
+    stopping = threading.Event()
+    try:
+        _wait(lambda: "speed layer running" in log_path.read_text(), 180, "the stream to start")
+        cfg = GeneratorConfig(
+            count=2400,
+            seed=34,
+            start=datetime.now(UTC),
+            rate=200,
+            users=25,
+            **ANOMALY_PRESETS["default"],
+        )
+        ledger = tmp_path / "ledger.jsonl"
+        failures: list[BaseException] = []
+
+        def send() -> None:
+            try:
+                produce(settings, cfg, ledger, topic=topic, realtime=True, stop=stopping)
+            except BaseException as err:  # the test reports it
+                failures.append(err)
+
+        producer = threading.Thread(target=send, daemon=True)
+        producer.start()
+        time.sleep(4)
+        partition, leader = _leader(settings, topic)
+        at_kill = end_offsets(settings, topic)[partition]
+        pid = brokers.proc(f"kafka-{leader}").pid()
+        assert pid is not None, f"broker {leader} is not running"
+        os.killpg(pid, signal.SIGKILL)
+        killed_at = datetime.now(UTC)
+        time.sleep(5)
+        brokers.restart_node(leader)
+        producer.join(timeout=120)
+        assert not producer.is_alive() and not failures, failures
+        sent = read_ledger(ledger)
+        assert len(sent) == cfg.count, "every record acknowledged"
+        ends = end_offsets(settings, topic)
+
+        def caught_up() -> bool:
+            rows = latest_progress(settings, 1)
+            return bool(rows) and all(rows[0]["offsets"].get(p, 0) >= n for p, n in ends.items())
+
+        _wait(caught_up, 180, "the stream to read the whole topic")
+        assert stream.poll() is None, "the stream died: " + log_path.read_text()[-3000:]
+        stop_file.touch()
+        assert stream.wait(timeout=120) == 0, log_path.read_text()[-3000:]
+    finally:
+        stopping.set()
+        if stream.poll() is None:
+            os.killpg(stream.pid, signal.SIGKILL)
+        if leader is not None and brokers.proc(f"kafka-{leader}").pid() is None:
+            brokers.restart_node(leader)
+
+    silver = table_rows(settings, table("silver.events"))
+    ids = [r["event_id"] for r in silver]
+    assert len(ids) == len(set(ids)), "an event twice in silver"
+    accepted = {e["event_id"] for e in sent if e["expected"] == "silver"}
+    assert set(ids) == accepted, (
+        f"{len(accepted - set(ids))} accepted events missing, {len(set(ids) - accepted)} extra"
+    )
+    progress = table_rows(settings, table("ops.speed_progress"))
+    assert sum(r["input_rows"] for r in progress) == len(sent), "each record read once"
+    past = [r["processed_at"] for r in progress if r["offsets"][partition] > at_kill]
+    recovery = (min(t for t in past if t > killed_at) - killed_at).total_seconds()
+    print(f"leader kill: broker {leader} (partition {partition}); recovered in {recovery:.1f} s")
+
+
+def _leader(settings: Settings, topic: str) -> tuple[int, int]:
+    """(partition 0, the node id of the broker leading it)."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
+    try:
+        [described] = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    [first] = [p for p in described["partitions"] if p["partition_index"] == 0]
+    return 0, int(first["leader_id"])
+
+
+def _wait(check: Any, timeout: float, what: str) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(1)
