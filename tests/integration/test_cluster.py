@@ -17,8 +17,12 @@ stream reads them, then restarted; nothing lost, nothing doubled, the recovery t
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -255,50 +259,94 @@ def test_the_partition_leader_killed_under_load_loses_nothing_and_doubles_nothin
     cluster: dict[str, str], tmp_path: Path
 ) -> None:
     """kill -9 of the broker leading a partition while events are produced to it (acks=all,
-    idempotent) and the speed layer reads it; restarted a few seconds later. Every accepted
-    event reaches silver once; the producer never failed; the stream went on without a
-    restart. The recovery time (the kill to the first batch that read the partition past where
-    it stood then) is printed for docs/cluster.md (pytest -s)."""
-    import os
-    import signal
-    import threading
-    import time
-
+    idempotent) and the speed layer reads it; restarted 5 s later. The recovery time (the kill
+    to the first batch that read the partition past where it stood then) is printed for
+    docs/cluster.md (pytest -s)."""
     from infra.services.base import Context
     from infra.services.kafka_cluster import KafkaCluster
-    from lakehouse.core.kafka_io import ensure_topic
     from lakehouse.core.kafka_offsets import end_offsets
     from lakehouse.core.paths import state_dir
-    from lakehouse.core.small_tables import table_rows
-    from lakehouse.core.tables import table
-    from lakehouse.generator.clickstream import read_ledger
-    from lakehouse.speed.progress import latest_progress
 
     topic = new_topic("leader-kill")
+    # The fault is the log's: the driver alone runs the stream.
+    env = {**lakehouse(cluster, "leader-kill", topic), "TRIBUTARY__SPARK__MASTER": "local[2]"}
+    with UnderLoad(env, tmp_path) as run:
+        brokers = KafkaCluster(Context(run.settings, state_dir(env)))
+        partition, leader = _leader(run.settings, topic)
+        at_kill = end_offsets(run.settings, topic)[partition]
+        pid = brokers.proc(f"kafka-{leader}").pid()
+        assert pid is not None, f"broker {leader} is not running"
+        os.killpg(pid, signal.SIGKILL)
+        killed_at = datetime.now(UTC)
+        try:
+            time.sleep(5)
+        finally:
+            brokers.restart_node(leader)
+        run.catch_up()
+        run.stop()
+    progress = run.each_event_once()
+    past = [r["processed_at"] for r in progress if r["offsets"].get(partition, 0) > at_kill]
+    recovery = (min(t for t in past if t > killed_at) - killed_at).total_seconds()
+    print(f"leader kill: broker {leader} (partition {partition}); recovered in {recovery:.1f} s")
+
+
+def test_an_executor_killed_mid_stream_loses_nothing_and_doubles_nothing(
+    cluster: dict[str, str], tmp_path: Path
+) -> None:
+    """kill -9 of one of the stream's two executors on the cluster while events arrive: its
+    tasks run again elsewhere, its worker starts a new executor, and the stream goes on. The
+    driver's REST API names the executor lost; the recovery time (the kill to the first batch
+    committed after it) is printed for docs/cluster.md (pytest -s)."""
+    import urllib.request
+
+    topic = new_topic("executor-kill")
+    rest = f"http://{HOST}:{DRIVER_UI_PORT}/api/v1/applications"
     env = {
-        **lakehouse(cluster, "leader-kill", topic),
-        # The fault is the log's: the driver alone runs the stream.
-        "TRIBUTARY__SPARK__MASTER": "local[2]",
-        "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "100000",
+        **lakehouse(cluster, "executor-kill", topic),
+        "TRIBUTARY__SPARK__CONF__spark.ui.enabled": "true",
+        "TRIBUTARY__SPARK__CONF__spark.ui.port": str(DRIVER_UI_PORT),
     }
-    settings = load_settings("cluster", env)
-    ensure_topic(settings)
-    stop_file, log_path = tmp_path / "stop", tmp_path / "speed.log"
-    with open(log_path, "w") as log:
-        stream = subprocess.Popen(
-            [sys.executable, "-m", "jobs.speed_layer", "--stop-file", str(stop_file)],
-            env=env,
-            cwd=REPO_ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    brokers = KafkaCluster(Context(settings, state_dir(env)))
-    leader: int | None = None
-    stopping = threading.Event()
-    try:
-        _wait(lambda: "speed layer running" in log_path.read_text(), 180, "the stream to start")
-        cfg = GeneratorConfig(
+
+    def read(url: str) -> Any:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return json.loads(answer.read())
+
+    with UnderLoad(env, tmp_path) as run:
+        [app] = [a["id"] for a in read(rest)]
+        executors = subprocess.run(
+            ["pgrep", "-f", f"CoarseGrainedExecutorBackend.*{app}"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        assert len(executors) == len(CLUSTER.spark_worker_ports), executors
+        os.kill(int(executors[0]), signal.SIGKILL)
+        killed_at = datetime.now(UTC)
+        run.catch_up()
+        seen = [e for e in read(f"{rest}/{app}/allexecutors") if e["id"] != "driver"]
+        run.stop()
+    lost = [e for e in seen if not e["isActive"]]
+    assert len(lost) == 1, seen
+    active = [e for e in seen if e["isActive"]]
+    assert len(active) == len(CLUSTER.spark_worker_ports), "the worker started a new one"
+    progress = run.each_event_once()
+    recovery = min(r["processed_at"] for r in progress if r["processed_at"] > killed_at) - killed_at
+    print(
+        f"executor kill: {lost[0]['removeReason']!r}; recovered in {recovery.total_seconds():.1f} s"
+    )
+
+
+class UnderLoad:
+    """The speed layer as a stream (its own process) on a topic of the cluster's brokers while
+    2,400 events are produced in real time, 200 a second; the `with` body starts 4 s into
+    producing, injects its fault, then calls catch_up() and stop(). each_event_once() checks
+    what the stream wrote against the producer's ledger."""
+
+    def __init__(self, env: dict[str, str], folder: Path) -> None:
+        self.env = {**env, "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "100000"}
+        self.settings = load_settings("cluster", self.env)
+        self.stop_file, self.log = folder / "stop", folder / "speed.log"
+        self.ledger = folder / "ledger.jsonl"
+        self.cfg = GeneratorConfig(
             count=2400,
             seed=34,
             start=datetime.now(UTC),
@@ -306,59 +354,84 @@ def test_the_partition_leader_killed_under_load_loses_nothing_and_doubles_nothin
             users=25,
             **ANOMALY_PRESETS["default"],
         )
-        ledger = tmp_path / "ledger.jsonl"
-        failures: list[BaseException] = []
+        self.stopping = threading.Event()
+        self.failures: list[BaseException] = []
+        self.sent: list[dict[str, Any]] = []
 
-        def send() -> None:
-            try:
-                produce(settings, cfg, ledger, topic=topic, realtime=True, stop=stopping)
-            except BaseException as err:  # the test reports it
-                failures.append(err)
+    def __enter__(self) -> UnderLoad:
+        from lakehouse.core.kafka_io import ensure_topic
 
-        producer = threading.Thread(target=send, daemon=True)
-        producer.start()
+        ensure_topic(self.settings)
+        with open(self.log, "w") as log:
+            self.stream = subprocess.Popen(
+                [sys.executable, "-m", "jobs.speed_layer", "--stop-file", str(self.stop_file)],
+                env=self.env,
+                cwd=REPO_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            _wait(lambda: "speed layer running" in self.log.read_text(), 180, "the stream to start")
+        except BaseException:
+            self.__exit__()
+            raise
+        self.producer = threading.Thread(target=self._send, daemon=True)
+        self.producer.start()
         time.sleep(4)
-        partition, leader = _leader(settings, topic)
-        at_kill = end_offsets(settings, topic)[partition]
-        pid = brokers.proc(f"kafka-{leader}").pid()
-        assert pid is not None, f"broker {leader} is not running"
-        os.killpg(pid, signal.SIGKILL)
-        killed_at = datetime.now(UTC)
-        time.sleep(5)
-        brokers.restart_node(leader)
-        producer.join(timeout=120)
-        assert not producer.is_alive() and not failures, failures
-        sent = read_ledger(ledger)
-        assert len(sent) == cfg.count, "every record acknowledged"
-        ends = end_offsets(settings, topic)
+        return self
 
-        def caught_up() -> bool:
-            rows = latest_progress(settings, 1)
-            return bool(rows) and all(rows[0]["offsets"].get(p, 0) >= n for p, n in ends.items())
+    def _send(self) -> None:
+        try:
+            produce(self.settings, self.cfg, self.ledger, realtime=True, stop=self.stopping)
+        except BaseException as err:  # the test reports it
+            self.failures.append(err)
 
-        _wait(caught_up, 180, "the stream to read the whole topic")
-        assert stream.poll() is None, "the stream died: " + log_path.read_text()[-3000:]
-        stop_file.touch()
-        assert stream.wait(timeout=120) == 0, log_path.read_text()[-3000:]
-    finally:
-        stopping.set()
-        if stream.poll() is None:
-            os.killpg(stream.pid, signal.SIGKILL)
-        if leader is not None and brokers.proc(f"kafka-{leader}").pid() is None:
-            brokers.restart_node(leader)
+    def catch_up(self) -> None:
+        """Every record acknowledged, and read by the stream, which is still running."""
+        from lakehouse.core.kafka_offsets import end_offsets
+        from lakehouse.generator.clickstream import read_ledger
+        from lakehouse.speed.progress import latest_progress
 
-    silver = table_rows(settings, table("silver.events"))
-    ids = [r["event_id"] for r in silver]
-    assert len(ids) == len(set(ids)), "an event twice in silver"
-    accepted = {e["event_id"] for e in sent if e["expected"] == "silver"}
-    assert set(ids) == accepted, (
-        f"{len(accepted - set(ids))} accepted events missing, {len(set(ids) - accepted)} extra"
-    )
-    progress = table_rows(settings, table("ops.speed_progress"))
-    assert sum(r["input_rows"] for r in progress) == len(sent), "each record read once"
-    past = [r["processed_at"] for r in progress if r["offsets"][partition] > at_kill]
-    recovery = (min(t for t in past if t > killed_at) - killed_at).total_seconds()
-    print(f"leader kill: broker {leader} (partition {partition}); recovered in {recovery:.1f} s")
+        self.producer.join(timeout=120)
+        assert not self.producer.is_alive() and not self.failures, self.failures
+        self.sent = read_ledger(self.ledger)
+        assert len(self.sent) == self.cfg.count, "every record acknowledged"
+        ends = end_offsets(self.settings)
+
+        def read_all() -> bool:
+            # A batch names only the partitions it read: the newest offset of each is the
+            # highest among the recent batches.
+            rows = latest_progress(self.settings, 50)
+            read = {p: max((r["offsets"].get(p, 0) for r in rows), default=0) for p in ends}
+            return all(read[p] >= n for p, n in ends.items())
+
+        _wait(read_all, 180, "the stream to read the whole topic")
+        assert self.stream.poll() is None, "the stream died: " + self.log.read_text()[-3000:]
+
+    def stop(self) -> None:
+        self.stop_file.touch()
+        assert self.stream.wait(timeout=120) == 0, self.log.read_text()[-3000:]
+
+    def __exit__(self, *_: object) -> None:
+        self.stopping.set()
+        if self.stream.poll() is None:
+            os.killpg(self.stream.pid, signal.SIGKILL)
+
+    def each_event_once(self) -> list[dict[str, Any]]:
+        """Every accepted event of the ledger in silver once, no other, and each record read
+        by one batch; the stream's progress rows."""
+        from lakehouse.core.small_tables import table_rows
+        from lakehouse.core.tables import table
+
+        ids = [r["event_id"] for r in table_rows(self.settings, table("silver.events"))]
+        assert len(ids) == len(set(ids)), "an event twice in silver"
+        accepted = {e["event_id"] for e in self.sent if e["expected"] == "silver"}
+        missing, extra = len(accepted - set(ids)), len(set(ids) - accepted)
+        assert set(ids) == accepted, f"{missing} accepted events missing, {extra} extra"
+        progress = table_rows(self.settings, table("ops.speed_progress"))
+        assert sum(r["input_rows"] for r in progress) == len(self.sent), "a record read twice"
+        return progress
 
 
 def _leader(settings: Settings, topic: str) -> tuple[int, int]:
