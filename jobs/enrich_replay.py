@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jobs.arguments import say
+from jobs.arguments import replay_version, say
 from jobs.contract import Exit, exit_with, result_line
 from jobs.parser import OneLineParser
 from jobs.stream_job import CANNOT_RUN
@@ -39,18 +39,15 @@ def main(argv: list[str]) -> Exit:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("version", help="the replay version to enrich (e.g. v3)")
+    parser.add_argument(
+        "version", type=replay_version, help="the replay version to enrich (e.g. v3)"
+    )
     args = parser.parse_args(argv)
     from lakehouse.joins.outputs import EnrichmentOutputs
     from lakehouse.joins.reconcile import NothingToReconcile, reconcile_enrichment
     from lakehouse.joins.stream import run_enrichment
-    from lakehouse.replay.plan import ReplayRequestError, check_version_name
 
-    try:
-        outputs = EnrichmentOutputs.replay(check_version_name(args.version))
-    except ReplayRequestError as err:
-        print(f"{JOB}: {err}", file=sys.stderr)
-        return Exit.BAD_REQUEST
+    outputs = EnrichmentOutputs.replay(args.version)
     stop_file = state_dir() / "run" / f"{outputs.name}_enrichment.stop"
     try:
         settings = get_settings()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jobs.arguments import say
+from jobs.arguments import replay_version, say
 from jobs.contract import Exit, exit_with, result_line
 from jobs.parser import OneLineParser
 from jobs.stream_job import CANNOT_RUN
@@ -39,17 +39,13 @@ def main(argv: list[str]) -> Exit:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("version", help="the replay version whose joins to replay (e.g. v3)")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "version", type=replay_version, help="the replay version whose joins to replay (e.g. v3)"
+    )
+    version = parser.parse_args(argv).version
     from lakehouse.core.spark import get_spark_checked
     from lakehouse.joins.replay import replay_joins
-    from lakehouse.replay.plan import ReplayRequestError, check_version_name
 
-    try:
-        version = check_version_name(args.version)
-    except ReplayRequestError as err:
-        print(f"{JOB}: {err}", file=sys.stderr)
-        return Exit.BAD_REQUEST
     stop_file = state_dir() / "run" / f"replay_{version}_joins.stop"
     try:
         settings = get_settings()

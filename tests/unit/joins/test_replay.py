@@ -67,6 +67,7 @@ def test_a_version_never_replayed_or_a_bad_name_is_refused_in_one_line(
     assert "replay v9 first (jobs.replay)" in missing.stderr and "Traceback" not in missing.stderr
     bad = run_job_here("jobs.enrich_replay", "V-9", **env)
     assert bad.returncode == Exit.BAD_REQUEST and "not a simple identifier" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     # The version's windowed joins and commerce replay (jobs.replay_joins) refuse alike.
     missing = run_job_here("jobs.replay_joins", "v9", **env)
     assert missing.returncode == Exit.CANNOT_RUN
@@ -74,6 +75,7 @@ def test_a_version_never_replayed_or_a_bad_name_is_refused_in_one_line(
     assert "replay v9 first (jobs.replay)" in missing.stderr and "Traceback" not in missing.stderr
     bad = run_job_here("jobs.replay_joins", "V-9", **env)
     assert bad.returncode == Exit.BAD_REQUEST and "not a simple identifier" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
 
 def rows_of(spark, settings: Settings, outputs: EnrichmentOutputs) -> list[tuple]:
