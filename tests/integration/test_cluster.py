@@ -10,8 +10,9 @@ lakehouse on the cluster's MinIO; every view and table they wrote must be identi
 work was spread is read from Spark itself: the driver's REST API must list two executors that
 both ran tasks, and the master must have given the application both workers.
 
-Faults: the broker leading a partition killed with kill -9 while events are produced and the
-stream reads them, then restarted; nothing lost, nothing doubled, the recovery time printed.
+Faults, each while events are produced and a stream reads them: the broker leading a partition
+killed with kill -9 and restarted; an executor killed; a MinIO drive lost and restored. Nothing
+lost, nothing doubled; the recovery times printed.
 """
 
 from __future__ import annotations
@@ -333,6 +334,65 @@ def test_an_executor_killed_mid_stream_loses_nothing_and_doubles_nothing(
     print(
         f"executor kill: {lost[0]['removeReason']!r}; recovered in {recovery.total_seconds():.1f} s"
     )
+
+
+def test_a_minio_drive_lost_during_writes_and_restored_loses_nothing(
+    cluster: dict[str, str], tmp_path: Path
+) -> None:
+    """One of the 4 erasure-coded drives made unusable (its folder moved away, a file in its
+    place) while the stream writes its tables to MinIO, then put back: MinIO reports the drive
+    lost, writes and reads go on with 3 drives, the drive is reported back, and nothing the
+    stream wrote is lost or doubled."""
+    from infra.services.base import Context
+    from infra.services.minio_cluster import MinioCluster
+    from lakehouse.core.paths import state_dir
+
+    topic = new_topic("drive-loss")
+    env = {**lakehouse(cluster, "drive-loss", topic), "TRIBUTARY__SPARK__MASTER": "local[2]"}
+    with UnderLoad(env, tmp_path) as run:
+        drive = Path(MinioCluster(Context(run.settings, state_dir(env))).drives()[0])
+        away = drive.with_name(f"{drive.name}.away")
+        drive.rename(away)
+        try:
+            drive.write_bytes(b"")  # a file where the drive's folder was: MinIO cannot use it
+            _wait(lambda: _drive_states(run.settings)[drive.name] != "ok", 30, "the drive lost")
+            lost_at = datetime.now(UTC)
+            time.sleep(6)  # the stream's batches commit on 3 drives meanwhile
+        finally:
+            if drive.is_file():
+                drive.unlink()
+            away.rename(drive)
+        back_at = datetime.now(UTC)
+        _wait(lambda: set(_drive_states(run.settings).values()) == {"ok"}, 60, "the drive back")
+        run.catch_up()
+        run.stop()
+    progress = run.each_event_once()
+    during = [r for r in progress if lost_at < r["processed_at"] < back_at]
+    assert during, "no batch was committed while the drive was lost"
+
+
+def _drive_states(settings: Settings) -> dict[str, str]:
+    """Each MinIO drive's folder name and state ("ok" when in use), from its admin API."""
+    from urllib.parse import urlparse
+
+    from minio.credentials import StaticProvider
+    from minio.minioadmin import MinioAdmin
+
+    s3 = settings.s3
+    assert s3.access_key is not None and s3.secret_key is not None
+    admin = MinioAdmin(
+        endpoint=urlparse(s3.endpoint).netloc,
+        credentials=StaticProvider(
+            s3.access_key.get_secret_value(), s3.secret_key.get_secret_value()
+        ),
+        secure=False,
+    )
+    info = json.loads(admin.info())
+    return {
+        Path(d["path"]).name: d.get("state", "")
+        for server in info["servers"]
+        for d in server.get("drives", [])
+    }
 
 
 class UnderLoad:
