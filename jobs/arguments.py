@@ -97,16 +97,6 @@ def source_name(text: str) -> str:
     return text
 
 
-def replay_version(text: str) -> str:
-    """A replay version's name (lakehouse.replay.plan.check_version_name's rule)."""
-    from lakehouse.replay.plan import ReplayRequestError, check_version_name
-
-    try:
-        return check_version_name(text)
-    except ReplayRequestError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
 def add_migration_arguments(parser: argparse.ArgumentParser) -> None:
     """Which bronze tables to migrate: shared by this job and `tributary migrate-bronze`."""
     parser.add_argument(

@@ -126,3 +126,13 @@ def writable_ledger(
     if problem and given:
         parser.error(problem)
     return ledger, problem
+
+
+def replay_version(text: str) -> str:
+    """A replay version's name (lakehouse.replay.plan.check_version_name's rule)."""
+    from lakehouse.replay.plan import ReplayRequestError, check_version_name
+
+    try:
+        return check_version_name(text)
+    except ReplayRequestError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None

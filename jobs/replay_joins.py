@@ -22,9 +22,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jobs.arguments import replay_version, say
+from jobs.arguments import say
 from jobs.contract import Exit, exit_with, result_line
-from jobs.parser import OneLineParser
+from jobs.parser import OneLineParser, replay_version
 from jobs.stream_job import CANNOT_RUN
 from lakehouse.core.config import get_settings
 from lakehouse.core.paths import state_dir
