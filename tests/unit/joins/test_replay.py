@@ -57,23 +57,17 @@ def test_a_replay_enriched_at_the_final_history_equals_the_corrected_live_stream
     assert read_table(spark, V1.enriched, local_settings).where(F.col("corrected")).count() == 0
 
 
+@pytest.mark.parametrize("job", ["enrich_replay", "replay_joins"])
 def test_a_version_never_replayed_or_a_bad_name_is_refused_in_one_line(
-    local_settings: Settings, tmp_path: Path, run_job_here: RunJob
+    local_settings: Settings, tmp_path: Path, run_job_here: RunJob, job: str
 ) -> None:
+    """The version's enrichment and its windowed joins and commerce replay refuse alike."""
     env = env_of(local_settings, tmp_path)
-    missing = run_job_here("jobs.enrich_replay", "v9", **env)
+    missing = run_job_here(f"jobs.{job}", "v9", **env)
     assert missing.returncode == Exit.CANNOT_RUN
-    assert missing.stderr.startswith("enrich_replay: no replay_v9.events at ")
+    assert missing.stderr.startswith(f"{job}: no replay_v9.events at ")
     assert "replay v9 first (jobs.replay)" in missing.stderr and "Traceback" not in missing.stderr
-    bad = run_job_here("jobs.enrich_replay", "V-9", **env)
-    assert bad.returncode == Exit.BAD_REQUEST and "not a simple identifier" in bad.stderr
-    assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
-    # The version's windowed joins and commerce replay (jobs.replay_joins) refuse alike.
-    missing = run_job_here("jobs.replay_joins", "v9", **env)
-    assert missing.returncode == Exit.CANNOT_RUN
-    assert missing.stderr.startswith("replay_joins: no replay_v9.events at ")
-    assert "replay v9 first (jobs.replay)" in missing.stderr and "Traceback" not in missing.stderr
-    bad = run_job_here("jobs.replay_joins", "V-9", **env)
+    bad = run_job_here(f"jobs.{job}", "V-9", **env)
     assert bad.returncode == Exit.BAD_REQUEST and "not a simple identifier" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
