@@ -238,11 +238,11 @@ def announce_version(replayed: dict[str, Any], outlet_events: Any) -> None:
     outlet_events[REPLAY_ASSET].extra = {"version": replayed["version"]}
 
 
-# The jobs that replay a version's joins, each with the live progress tables that show the
-# platform runs those joins: a version replays the joins the live platform runs, no others.
+# The jobs that replay a version's joins, each with the joins it replays
+# (lakehouse.reconcile.joins' names): a version replays the joins the live platform runs.
 VERSION_JOINS = (
-    ("replay_joins", ("ops.join_progress", "ops.commerce_progress")),
-    ("enrich_replay", ("ops.enrichment_progress",)),
+    ("replay_joins", ("stream_joins", "commerce")),
+    ("enrich_replay", ("enrichment",)),
 )
 
 
@@ -254,16 +254,15 @@ def replay_version_joins(replayed: dict[str, Any], run: RunJob | None = None) ->
     from dags.support.job_runner import run_job
     from jobs.contract import Exit
     from lakehouse.core.config import get_settings
-    from lakehouse.core.small_tables import has_rows
-    from lakehouse.core.tables import table
+    from lakehouse.reconcile.joins import started_joins
 
     if replayed["dry_run"]:
         _skip("dry run: no version was written")
     version = str(replayed["version"])
     if replayed.get("new_records") == 0:
         _skip(f"{version} had nothing new to read: its joins are as they were")
-    settings = get_settings()
-    wanted = [job for job, live in VERSION_JOINS if any(has_rows(settings, table(t)) for t in live)]
+    live = started_joins(get_settings())
+    wanted = [job for job, joins in VERSION_JOINS if set(joins) & set(live)]
     if not wanted:
         _skip(
             "no join runs live (the stream joins, the commerce stream, the enrichment): "

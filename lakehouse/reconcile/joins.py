@@ -179,14 +179,18 @@ def progress_tables() -> dict[str, Table]:
     }
 
 
-def check_started(settings: Settings, chosen: Sequence[str] = ()) -> None:
-    """NoJoinToJudge, read from the progress tables without Spark, when none of the joins
-    named in `chosen` (every one when empty) has completed a batch: a task with nothing to
-    judge ends in a second, without starting a JVM."""
-    names = list(chosen) or list(judges())
+def started_joins(settings: Settings, chosen: Sequence[str] = ()) -> list[str]:
+    """The joins named in `chosen` (every one when empty) whose stream has completed a batch,
+    read from their progress tables with delta-rs, without Spark."""
     progress = progress_tables()
-    if not any(has_rows(settings, progress[name]) for name in names):
-        raise NoJoinToJudge(none_started(names))
+    return [name for name in chosen or judges() if has_rows(settings, progress[name])]
+
+
+def check_started(settings: Settings, chosen: Sequence[str] = ()) -> None:
+    """NoJoinToJudge when none of the joins named in `chosen` (every one when empty) has
+    completed a batch: a task with nothing to judge ends in a second, without starting a JVM."""
+    if not started_joins(settings, chosen):
+        raise NoJoinToJudge(none_started(list(chosen) or list(judges())))
 
 
 def none_started(names: Sequence[str]) -> str:
