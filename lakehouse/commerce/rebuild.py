@@ -132,6 +132,14 @@ def version_through(
     )
 
 
+def differing_orders(differences: DataFrame, examples: int) -> tuple[int, list[str]]:
+    """(orders that differ, the first `examples` differing rows named by their order) of
+    state_differences' rows."""
+    first = differences.orderBy("order_id", "side").limit(examples).collect()
+    differing = differences.select("order_id").distinct().count() if first else 0
+    return differing, [f"order_id={r['order_id']}: {r.asDict()}" for r in first]
+
+
 def state_differences(left: DataFrame, right: DataFrame) -> DataFrame:
     """The order state rows one side has and the other lacks (`side`: left or right); none
     when the two states are equal."""

@@ -110,7 +110,7 @@ def judge_state(
 ) -> tuple[int, int, tuple[str, ...]]:
     """(orders in the state, orders that differ from the batch fold of the order events,
     the first of them): the fold batch by batch against the fold of the whole log."""
-    from lakehouse.commerce.rebuild import state_differences
+    from lakehouse.commerce.rebuild import differing_orders, state_differences
     from lakehouse.transforms.commerce import fold_log, state_rows
 
     if not table_exists(spark, outputs.state, settings):
@@ -118,7 +118,5 @@ def judge_state(
     state = read_table(spark, outputs.state, settings)
     folded = state_rows(fold_log(read_table(spark, outputs.order_events, settings)))
     differences = state_differences(state, folded).localCheckpoint()
-    first = differences.orderBy("order_id", "side").limit(EXAMPLES).collect()
-    differing = differences.select("order_id").distinct().count() if first else 0
-    examples = tuple(f"order_state order_id={r['order_id']}: {r.asDict()}" for r in first)
-    return state.count(), differing, examples
+    differing, examples = differing_orders(differences, EXAMPLES)
+    return state.count(), differing, tuple(f"order_state {e}" for e in examples)

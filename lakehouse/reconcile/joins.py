@@ -139,18 +139,17 @@ def stream_joins_judge(spark: SparkSession, settings: Settings) -> list[JudgedOu
 def commerce_judge(spark: SparkSession, settings: Settings) -> list[JudgedOutput]:
     """The order state against the batch fold of bronze.commerce_raw, both as the commerce
     stream's last completed batch left them (lakehouse.commerce.rebuild.judge_live_state)."""
-    from lakehouse.commerce.rebuild import judge_live_state
+    from lakehouse.commerce.rebuild import differing_orders, judge_live_state
 
     judged = judge_live_state(spark, settings)
-    first = judged.differences.orderBy("order_id", "side").limit(EXAMPLES).collect()
-    differing = judged.differences.select("order_id").distinct().count() if first else 0
+    differing, examples = differing_orders(judged.differences, EXAMPLES)
     return [
         JudgedOutput(
             "order_state",
             "orders",
             judged.orders,
             differing,
-            examples=tuple(f"order_id={r['order_id']}: {r.asDict()}" for r in first),
+            examples=tuple(examples),
             as_of=f"as of commerce batch {judged.batch_id}",
         )
     ]
