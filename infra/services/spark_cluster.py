@@ -97,40 +97,59 @@ class SparkCluster(Service):
             proc=master,
             every=1,
         )
-        workers = []
-        for i, (port, web_port) in enumerate(
-            zip(c.spark_worker_ports, c.spark_worker_web_ports, strict=True), start=1
-        ):
-            worker = self.proc(f"spark-worker-{i}")
-            worker.start(
-                [
-                    str(binary),
-                    "org.apache.spark.deploy.worker.Worker",
-                    "--host",
-                    host,
-                    "--port",
-                    str(port),
-                    "--webui-port",
-                    str(web_port),
-                    "--cores",
-                    str(c.spark_worker_cores),
-                    "--memory",
-                    c.spark_worker_memory,
-                    "--work-dir",
-                    str(self.data / f"worker-{i}"),
-                    self.address(),
-                ],
-                env=self._env(f"worker-{i}"),
-            )
-            workers.append(worker)
+        workers = [self._start_worker(i) for i in range(1, len(c.spark_worker_ports) + 1)]
         for worker in workers:
-            wait_until(
-                self.healthy,
-                timeout=90,
-                what=f"waiting for {worker.name} to register with the master",
-                proc=worker,
-                every=1,
-            )
+            self._wait_registered(worker)
+
+    def restart_worker(self, number: int) -> None:
+        """Start worker `number` (from 1) that stopped or was killed while the master runs, and
+        wait until the master lists every worker alive again: the master gives it executors
+        of the applications that still want cores."""
+        proc = self.proc(f"spark-worker-{number}")
+        if proc.pid() is not None:
+            raise ServiceError(f"spark-cluster: worker {number} is running (pid {proc.pid()})")
+        host = self.ctx.settings.services.bind_host
+        c = self.cluster
+        for port, setting in (
+            (c.spark_worker_ports[number - 1], "SPARK_WORKER_PORTS"),
+            (c.spark_worker_web_ports[number - 1], "SPARK_WORKER_WEB_PORTS"),
+        ):
+            require_free_port("spark-cluster", host, port, SETTING + setting)
+        self._wait_registered(self._start_worker(number))
+
+    def _start_worker(self, number: int) -> Proc:
+        c = self.cluster
+        worker = self.proc(f"spark-worker-{number}")
+        worker.start(
+            [
+                str(spark_class()),
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                self.ctx.settings.services.bind_host,
+                "--port",
+                str(c.spark_worker_ports[number - 1]),
+                "--webui-port",
+                str(c.spark_worker_web_ports[number - 1]),
+                "--cores",
+                str(c.spark_worker_cores),
+                "--memory",
+                c.spark_worker_memory,
+                "--work-dir",
+                str(self.data / f"worker-{number}"),
+                self.address(),
+            ],
+            env=self._env(f"worker-{number}"),
+        )
+        return worker
+
+    def _wait_registered(self, worker: Proc) -> None:
+        wait_until(
+            self.healthy,
+            timeout=90,
+            what=f"waiting for {worker.name} to register with the master",
+            proc=worker,
+            every=1,
+        )
 
     def _env(self, role: str) -> dict[str, str]:
         """Each daemon binds to loopback and keeps its logs and scratch space in the state

@@ -291,14 +291,20 @@ def test_the_partition_leader_killed_under_load_loses_nothing_and_doubles_nothin
     print(f"leader kill: broker {leader} (partition {partition}); recovered in {recovery:.1f} s")
 
 
-def test_an_executor_killed_mid_stream_loses_nothing_and_doubles_nothing(
+def test_an_executor_then_a_worker_killed_mid_stream_lose_nothing_and_double_nothing(
     cluster: dict[str, str], tmp_path: Path
 ) -> None:
     """kill -9 of one of the stream's two executors on the cluster while events arrive: its
-    tasks run again elsewhere, its worker starts a new executor, and the stream goes on. The
-    driver's REST API names the executor lost; the recovery time (the kill to the first batch
-    committed after it) is printed for docs/cluster.md (pytest -s)."""
+    tasks run again elsewhere, its worker starts a new executor, and the stream goes on. Then
+    kill -9 of a worker (its executor follows it) and the worker started again 5 s later: the
+    master gives the stream an executor on it again. The driver's REST API names both
+    executors lost; the recovery times (a kill to the first batch committed after it) are
+    printed for docs/cluster.md (pytest -s)."""
     import urllib.request
+
+    from infra.services.base import Context
+    from infra.services.spark_cluster import SparkCluster
+    from lakehouse.core.paths import state_dir
 
     topic = new_topic("executor-kill")
     rest = f"http://{HOST}:{DRIVER_UI_PORT}/api/v1/applications"
@@ -312,7 +318,8 @@ def test_an_executor_killed_mid_stream_loses_nothing_and_doubles_nothing(
         with urllib.request.urlopen(url, timeout=10) as answer:
             return json.loads(answer.read())
 
-    with UnderLoad(env, tmp_path) as run:
+    # Events go on arriving through both faults.
+    with UnderLoad(env, tmp_path, count=5000) as run:
         [app] = [a["id"] for a in read(rest)]
         executors = subprocess.run(
             ["pgrep", "-f", f"CoarseGrainedExecutorBackend.*{app}"],
@@ -321,18 +328,52 @@ def test_an_executor_killed_mid_stream_loses_nothing_and_doubles_nothing(
         ).stdout.split()
         assert len(executors) == len(CLUSTER.spark_worker_ports), executors
         os.kill(int(executors[0]), signal.SIGKILL)
-        killed_at = datetime.now(UTC)
+        executor_killed_at = datetime.now(UTC)
+        _wait(lambda: _newest_batch(run.settings) > executor_killed_at, 120, "a batch after it")
+
+        spark = SparkCluster(Context(run.settings, state_dir(env)))
+        worker = spark.proc("spark-worker-1")
+        pid = worker.pid()
+        assert pid is not None, "worker 1 is not running"
+        os.kill(pid, signal.SIGKILL)  # the worker's JVM alone: its executor sees it gone
+        worker_killed_at = datetime.now(UTC)
+        try:
+            time.sleep(5)
+        finally:
+            spark.restart_worker(1)
+
+        def executors_seen() -> list[dict[str, Any]]:
+            return [e for e in read(f"{rest}/{app}/allexecutors") if e["id"] != "driver"]
+
+        def active() -> list[dict[str, Any]]:
+            return [e for e in executors_seen() if e["isActive"]]
+
+        # The master gives the stream a core on the worker back, and the executor it starts
+        # there registers with the driver.
+        _wait(lambda: len(active()) == len(CLUSTER.spark_worker_ports), 120, "a new executor")
+        assert _cores_on_each_worker(spark, app), spark.state()
         run.catch_up()
-        seen = [e for e in read(f"{rest}/{app}/allexecutors") if e["id"] != "driver"]
+        seen = executors_seen()
         run.stop()
     lost = [e for e in seen if not e["isActive"]]
-    assert len(lost) == 1, seen
-    active = [e for e in seen if e["isActive"]]
-    assert len(active) == len(CLUSTER.spark_worker_ports), "the worker started a new one"
+    assert len(lost) == 2, seen
     progress = run.each_event_once()
-    recovery = min(r["processed_at"] for r in progress if r["processed_at"] > killed_at) - killed_at
-    print(
-        f"executor kill: {lost[0]['removeReason']!r}; recovered in {recovery.total_seconds():.1f} s"
+    for what, killed_at in (("executor", executor_killed_at), ("worker", worker_killed_at)):
+        after = min(r["processed_at"] for r in progress if r["processed_at"] > killed_at)
+        print(f"{what} kill: recovered in {(after - killed_at).total_seconds():.1f} s")
+    print("lost: " + "; ".join(f"{e['id']} {e['removeReason']!r}" for e in lost))
+
+
+def _cores_on_each_worker(spark: Any, app: str) -> bool:
+    """The master lists every worker alive, each giving `app` a core."""
+    state = spark.state() or {}
+    alive = [w for w in state.get("workers", []) if w["state"] == "ALIVE"]
+    apps = [a for a in state.get("activeapps", []) if a["id"] == app]
+    return (
+        len(alive) == len(CLUSTER.spark_worker_ports)
+        and all(w["coresused"] > 0 for w in alive)
+        and bool(apps)
+        and apps[0]["cores"] == len(CLUSTER.spark_worker_ports)
     )
 
 
@@ -404,17 +445,17 @@ def _drive_states(settings: Settings) -> dict[str, str]:
 
 class UnderLoad:
     """The speed layer as a stream (its own process) on a topic of the cluster's brokers while
-    2,400 events are produced in real time, 200 a second; the `with` body starts 4 s into
+    `count` events are produced in real time, 200 a second; the `with` body starts 4 s into
     producing, injects its fault, then calls catch_up() and stop(). each_event_once() checks
     what the stream wrote against the producer's ledger."""
 
-    def __init__(self, env: dict[str, str], folder: Path) -> None:
+    def __init__(self, env: dict[str, str], folder: Path, count: int = 2400) -> None:
         self.env = {**env, "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "100000"}
         self.settings = load_settings("cluster", self.env)
         self.stop_file, self.log = folder / "stop", folder / "speed.log"
         self.ledger = folder / "ledger.jsonl"
         self.cfg = GeneratorConfig(
-            count=2400,
+            count=count,
             seed=34,
             start=datetime.now(UTC),
             rate=200,
