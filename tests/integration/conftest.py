@@ -12,6 +12,7 @@ from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.kafka_io import ensure_topic
 from tests.integration.airflow_client import Api, login
 from tests.integration.browser import Browser, start_browser
+from tests.integration.loopback_cluster import cluster  # noqa: F401  (the cluster tests' fixture)
 
 
 @pytest.fixture(scope="session")

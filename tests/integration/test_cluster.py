@@ -22,129 +22,29 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-import pytest
-
-from infra import test_env
-from lakehouse.core.config import ClusterSettings, Settings, load_settings
+from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.paths import REPO_ROOT
 from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
-from tests.conftest import RUN_ID, new_topic
-
-HOST = test_env.HOST
-EVENTS = 2000
-HOURS = 2
-# As `make cluster-up` names them (CLUSTER_SERVICES).
-SERVICES = ["kafka-cluster", "minio-cluster", "spark-cluster"]
-
-
-def cluster_ports(offset: int) -> ClusterSettings:
-    """The cluster's default ports moved by the test port offset, as every test service is."""
-    d = ClusterSettings()
-    return d.model_copy(
-        update={
-            "spark_master_port": d.spark_master_port + offset,
-            "spark_master_web_port": d.spark_master_web_port + offset,
-            "spark_worker_ports": tuple(p + offset for p in d.spark_worker_ports),
-            "spark_worker_web_ports": tuple(p + offset for p in d.spark_worker_web_ports),
-            "kafka_ports": tuple(p + offset for p in d.kafka_ports),
-            "kafka_controller_ports": tuple(p + offset for p in d.kafka_controller_ports),
-            "minio_port": d.minio_port + offset,
-            "minio_console_port": d.minio_console_port + offset,
-        }
-    )
-
-
-CLUSTER = cluster_ports(test_env.port_offset())
-MASTER = f"spark://{HOST}:{CLUSTER.spark_master_port}"
-MASTER_WEB = f"http://{HOST}:{CLUSTER.spark_master_web_port}"
-DRIVER_UI_PORT = 4040 + test_env.port_offset()
-
-
-def cluster_environment() -> dict[str, str]:
-    """The test services' environment with the cluster profile pointed at this cluster."""
-    cluster = {
-        f"TRIBUTARY__CLUSTER__{key.upper()}": json.dumps(list(value))
-        if isinstance(value, tuple)
-        else str(value)
-        for key, value in CLUSTER.model_dump().items()
-        if key.endswith(("port", "ports"))
-    }
-    return {
-        **test_env.environ(),
-        **cluster,
-        "TRIBUTARY_PROFILE": "cluster",
-        "TRIBUTARY__KAFKA__BOOTSTRAP_SERVERS": ",".join(f"{HOST}:{p}" for p in CLUSTER.kafka_ports),
-        "TRIBUTARY__S3__ENDPOINT": f"http://{HOST}:{CLUSTER.minio_port}",
-        "TRIBUTARY__SPARK__MASTER": MASTER,
-        # Both runs: a post-shuffle task for each executor.
-        "TRIBUTARY__SPARK__CONF__spark.sql.shuffle.partitions": "2",
-        # The executors live for one run, as the test drivers do: C1 only (infra/test_env.py).
-        "TRIBUTARY__SPARK__CONF__spark.executor.extraJavaOptions": (
-            f"-XX:+UseParallelGC {test_env.TEST_JAVA_OPTIONS}"
-        ),
-    }
-
-
-def services(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "infra.services", *command],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """The cluster, up and healthy, for this module; stopped after (only what it started)."""
-    env = cluster_environment()
-    record = tmp_path_factory.mktemp("cluster") / "started"
-    up = services(["up", *SERVICES, "--record", str(record)], env)
-    try:
-        if up.returncode != 0:
-            pytest.fail(
-                f"the loopback cluster did not start (`python -m infra.services up "
-                f"{' '.join(SERVICES)}` exited {up.returncode}):\n{up.stdout[-2000:]}"
-                f"\n{up.stderr[-3000:]}"
-            )
-        yield env
-    finally:
-        _delete_leftovers(env)
-        down = services(["down", "--only-recorded", str(record)], env)
-        assert down.returncode == 0, down.stderr
-
-
-def _delete_leftovers(env: dict[str, str]) -> None:
-    from lakehouse.core.kafka_io import delete_topics
-    from lakehouse.core.processes import http_ok, port_open
-    from lakehouse.core.storage import delete_prefix
-
-    settings = load_settings("cluster", env)
-    if http_ok(f"{settings.s3.endpoint}/minio/health/live"):
-        delete_prefix(settings, f"tests/{RUN_ID}/")
-    if port_open(HOST, CLUSTER.kafka_ports[0]):
-        delete_topics(settings, f"test-{RUN_ID}-")
-
-
-def lakehouse(env: dict[str, str], name: str, topic: str) -> dict[str, str]:
-    return {
-        **env,
-        "TRIBUTARY__STORAGE__ROOT": f"s3a://tributary/tests/{RUN_ID}/{name}/lakehouse",
-        "TRIBUTARY__STORAGE__CHECKPOINTS": f"s3a://tributary/tests/{RUN_ID}/{name}/checkpoints",
-        "TRIBUTARY__KAFKA__TOPIC": topic,
-        # Two micro-batches: the first one moves the watermark, some events of the second one
-        # are behind it (late). Each batch costs its commits to a dozen tables.
-        "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "1200",
-    }
+from tests.conftest import new_topic
+from tests.integration.loopback_cluster import (
+    CLUSTER,
+    DRIVER_UI_PORT,
+    EVENTS,
+    HOST,
+    HOURS,
+    MASTER,
+    MASTER_WEB,
+    cores_on_each_worker,
+    drive_states,
+    lakehouse,
+    leader_of,
+)
+from tests.integration.under_load import UnderLoad, newest_batch, wait_for
 
 
 def start_pipeline(env: dict[str, str], out: Path, start: datetime, end: datetime) -> Pipeline:
@@ -273,7 +173,7 @@ def test_the_partition_leader_killed_under_load_loses_nothing_and_doubles_nothin
     env = {**lakehouse(cluster, "leader-kill", topic), "TRIBUTARY__SPARK__MASTER": "local[2]"}
     with UnderLoad(env, tmp_path) as run:
         brokers = KafkaCluster(Context(run.settings, state_dir(env)))
-        partition, leader = _leader(run.settings, topic)
+        partition, leader = leader_of(run.settings, topic)
         at_kill = end_offsets(run.settings, topic)[partition]
         pid = brokers.proc(f"kafka-{leader}").pid()
         assert pid is not None, f"broker {leader} is not running"
@@ -329,7 +229,7 @@ def test_an_executor_then_a_worker_killed_mid_stream_lose_nothing_and_double_not
         assert len(executors) == len(CLUSTER.spark_worker_ports), executors
         os.kill(int(executors[0]), signal.SIGKILL)
         executor_killed_at = datetime.now(UTC)
-        _wait(lambda: _newest_batch(run.settings) > executor_killed_at, 120, "a batch after it")
+        wait_for(lambda: newest_batch(run.settings) > executor_killed_at, 120, "a batch after it")
 
         spark = SparkCluster(Context(run.settings, state_dir(env)))
         worker = spark.proc("spark-worker-1")
@@ -350,8 +250,8 @@ def test_an_executor_then_a_worker_killed_mid_stream_lose_nothing_and_double_not
 
         # The master gives the stream a core on the worker back, and the executor it starts
         # there registers with the driver.
-        _wait(lambda: len(active()) == len(CLUSTER.spark_worker_ports), 120, "a new executor")
-        assert _cores_on_each_worker(spark, app), spark.state()
+        wait_for(lambda: len(active()) == len(CLUSTER.spark_worker_ports), 120, "a new executor")
+        assert cores_on_each_worker(spark, app), spark.state()
         run.catch_up()
         seen = executors_seen()
         run.stop()
@@ -362,19 +262,6 @@ def test_an_executor_then_a_worker_killed_mid_stream_lose_nothing_and_double_not
         after = min(r["processed_at"] for r in progress if r["processed_at"] > killed_at)
         print(f"{what} kill: recovered in {(after - killed_at).total_seconds():.1f} s")
     print("lost: " + "; ".join(f"{e['id']} {e['removeReason']!r}" for e in lost))
-
-
-def _cores_on_each_worker(spark: Any, app: str) -> bool:
-    """The master lists every worker alive, each giving `app` a core."""
-    state = spark.state() or {}
-    alive = [w for w in state.get("workers", []) if w["state"] == "ALIVE"]
-    apps = [a for a in state.get("activeapps", []) if a["id"] == app]
-    return (
-        len(alive) == len(CLUSTER.spark_worker_ports)
-        and all(w["coresused"] > 0 for w in alive)
-        and bool(apps)
-        and apps[0]["cores"] == len(CLUSTER.spark_worker_ports)
-    )
 
 
 def test_a_minio_drive_lost_during_writes_and_restored_loses_nothing(
@@ -396,170 +283,16 @@ def test_a_minio_drive_lost_during_writes_and_restored_loses_nothing(
         drive.rename(away)
         try:
             drive.write_bytes(b"")  # a file where the drive's folder was: MinIO cannot use it
-            _wait(lambda: _drive_states(run.settings)[drive.name] != "ok", 30, "the drive lost")
+            wait_for(lambda: drive_states(run.settings)[drive.name] != "ok", 30, "the drive lost")
             lost_at = datetime.now(UTC)
-            _wait(lambda: _newest_batch(run.settings) > lost_at, 120, "a batch on 3 drives")
+            wait_for(lambda: newest_batch(run.settings) > lost_at, 120, "a batch on 3 drives")
         finally:
             if drive.is_file():
                 drive.unlink()
             away.rename(drive)
         back_at = datetime.now(UTC)
-        _wait(lambda: set(_drive_states(run.settings).values()) == {"ok"}, 60, "the drive back")
+        wait_for(lambda: set(drive_states(run.settings).values()) == {"ok"}, 60, "the drive back")
         run.catch_up()
         run.stop()
     progress = run.each_event_once()
     assert [r for r in progress if lost_at < r["processed_at"] < back_at], "none while lost"
-
-
-def _newest_batch(settings: Settings) -> datetime:
-    """When the stream committed its newest batch (read from MinIO, as any reader reads)."""
-    from lakehouse.speed.progress import latest_progress
-
-    rows = latest_progress(settings, 1)
-    return rows[0]["processed_at"] if rows else datetime.min.replace(tzinfo=UTC)
-
-
-def _drive_states(settings: Settings) -> dict[str, str]:
-    """Each MinIO drive's folder name and state ("ok" when in use), from its admin API."""
-    from urllib.parse import urlparse
-
-    from minio.credentials import StaticProvider
-    from minio.minioadmin import MinioAdmin
-
-    s3 = settings.s3
-    assert s3.access_key is not None and s3.secret_key is not None
-    admin = MinioAdmin(
-        endpoint=urlparse(s3.endpoint).netloc,
-        credentials=StaticProvider(
-            s3.access_key.get_secret_value(), s3.secret_key.get_secret_value()
-        ),
-        secure=False,
-    )
-    info = json.loads(admin.info())
-    return {
-        Path(d["path"]).name: d.get("state", "")
-        for server in info["servers"]
-        for d in server.get("drives", [])
-    }
-
-
-class UnderLoad:
-    """The speed layer as a stream (its own process) on a topic of the cluster's brokers while
-    `count` events are produced in real time, 200 a second; the `with` body starts 4 s into
-    producing, injects its fault, then calls catch_up() and stop(). each_event_once() checks
-    what the stream wrote against the producer's ledger."""
-
-    def __init__(self, env: dict[str, str], folder: Path, count: int = 2400) -> None:
-        self.env = {**env, "TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "100000"}
-        self.settings = load_settings("cluster", self.env)
-        self.stop_file, self.log = folder / "stop", folder / "speed.log"
-        self.ledger = folder / "ledger.jsonl"
-        self.cfg = GeneratorConfig(
-            count=count,
-            seed=34,
-            start=datetime.now(UTC),
-            rate=200,
-            users=25,
-            **ANOMALY_PRESETS["default"],
-        )
-        self.stopping = threading.Event()
-        self.failures: list[BaseException] = []
-        self.sent: list[dict[str, Any]] = []
-
-    def __enter__(self) -> UnderLoad:
-        from lakehouse.core.kafka_io import ensure_topic
-
-        ensure_topic(self.settings)
-        with open(self.log, "w") as log:
-            self.stream = subprocess.Popen(
-                [sys.executable, "-m", "jobs.speed_layer", "--stop-file", str(self.stop_file)],
-                env=self.env,
-                cwd=REPO_ROOT,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        try:
-            _wait(lambda: "speed layer running" in self.log.read_text(), 180, "the stream to start")
-        except BaseException:
-            self.__exit__()
-            raise
-        self.producer = threading.Thread(target=self._send, daemon=True)
-        self.producer.start()
-        time.sleep(4)
-        return self
-
-    def _send(self) -> None:
-        try:
-            produce(self.settings, self.cfg, self.ledger, realtime=True, stop=self.stopping)
-        except BaseException as err:  # the test reports it
-            self.failures.append(err)
-
-    def catch_up(self) -> None:
-        """Every record acknowledged, and read by the stream, which is still running."""
-        from lakehouse.core.kafka_offsets import end_offsets
-        from lakehouse.generator.clickstream import read_ledger
-        from lakehouse.speed.progress import latest_progress
-
-        self.producer.join(timeout=120)
-        assert not self.producer.is_alive() and not self.failures, self.failures
-        self.sent = read_ledger(self.ledger)
-        assert len(self.sent) == self.cfg.count, "every record acknowledged"
-        ends = end_offsets(self.settings)
-
-        def read_all() -> bool:
-            # A batch names only the partitions it read: the newest offset of each is the
-            # highest among the recent batches.
-            rows = latest_progress(self.settings, 50)
-            read = {p: max((r["offsets"].get(p, 0) for r in rows), default=0) for p in ends}
-            return all(read[p] >= n for p, n in ends.items())
-
-        _wait(read_all, 180, "the stream to read the whole topic")
-        assert self.stream.poll() is None, "the stream died: " + self.log.read_text()[-3000:]
-
-    def stop(self) -> None:
-        self.stop_file.touch()
-        assert self.stream.wait(timeout=120) == 0, self.log.read_text()[-3000:]
-
-    def __exit__(self, *_: object) -> None:
-        self.stopping.set()
-        if self.stream.poll() is None:
-            os.killpg(self.stream.pid, signal.SIGKILL)
-
-    def each_event_once(self) -> list[dict[str, Any]]:
-        """Every accepted event of the ledger in silver once, no other, and each record read
-        by one batch; the stream's progress rows."""
-        from lakehouse.core.small_tables import table_rows
-        from lakehouse.core.tables import table
-
-        ids = [r["event_id"] for r in table_rows(self.settings, table("silver.events"))]
-        assert len(ids) == len(set(ids)), "an event twice in silver"
-        accepted = {e["event_id"] for e in self.sent if e["expected"] == "silver"}
-        missing, extra = len(accepted - set(ids)), len(set(ids) - accepted)
-        assert set(ids) == accepted, f"{missing} accepted events missing, {extra} extra"
-        progress = table_rows(self.settings, table("ops.speed_progress"))
-        assert sum(r["input_rows"] for r in progress) == len(self.sent), "a record read twice"
-        return progress
-
-
-def _leader(settings: Settings, topic: str) -> tuple[int, int]:
-    """(partition 0, the node id of the broker leading it)."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
-    try:
-        [described] = admin.describe_topics([topic])
-    finally:
-        admin.close()
-    [first] = [p for p in described["partitions"] if p["partition_index"] == 0]
-    return 0, int(first["leader_id"])
-
-
-def _wait(check: Any, timeout: float, what: str) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(1)
