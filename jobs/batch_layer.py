@@ -12,7 +12,8 @@ whole minutes.
 
 Exit status (jobs.contract): 0 done, 1 cannot run (config, storage, another batch writer),
 2 bad interval, 3 nothing to recompute (no events in the interval, or its last run stands;
-nothing written).
+nothing written), 5 failed midway because object storage stopped answering for longer than
+its client retries (each table at its last committed version; run it again).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.spark import SparkSetupError, get_spark
 from lakehouse.core.storage import StorageError, ensure_bucket
+from lakehouse.core.storage_outage import lost_storage, storage_watched
 from lakehouse.core.tables import BATCH
 
 JOB = "batch"
@@ -76,14 +78,20 @@ def main(argv: list[str]) -> Exit:
         with exclusive_writer(settings, BATCH, wait_seconds=LOCK_WAIT_SECONDS):
             if not args.force:
                 refuse_unchanged(settings, interval)
-            spark = get_spark(BATCH, settings)
-            run = recompute_interval(spark, settings, interval, run_id, args.force)
+            with storage_watched(settings, "batch layer"):
+                spark = get_spark(BATCH, settings)
+                run = recompute_interval(spark, settings, interval, run_id, args.force)
     except NoDataError as err:
         print(f"batch layer: {err}", file=sys.stderr)
         return Exit.NOTHING_TO_DO
     except (ConfigError, SparkSetupError, StorageError, WriterBusyError) as err:
         print(f"batch layer: {err}", file=sys.stderr)
         return Exit.CANNOT_RUN
+    except Exception as err:
+        if (lost := lost_storage(err, get_settings())) is None:
+            raise
+        print(f"batch layer: {lost}", file=sys.stderr)
+        return Exit.FAILED
     for v in run.views:
         print(
             f"    {v.view}: {v.rows} rows (version {v.table_version}), "

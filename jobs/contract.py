@@ -26,7 +26,7 @@ class Exit(IntEnum):
     NOTHING_TO_DO = 3
     # It ran and wrote, but the data failed its checks (a gate, a FAIL check): not served.
     CHECKS_FAILED = 4
-    # It failed midway; running it again resumes from its checkpoint.
+    # It failed midway; running it again resumes from its checkpoint or redoes the work.
     FAILED = 5
 
 

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from infra import test_env
 from lakehouse.core.config import ClusterSettings, Settings, load_settings
 from lakehouse.core.paths import REPO_ROOT
+from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
 from tests.conftest import RUN_ID
 
 HOST = test_env.HOST
@@ -178,3 +180,20 @@ def cores_on_each_worker(spark: Any, app: str) -> bool:
         and bool(apps)
         and apps[0]["cores"] == len(CLUSTER.spark_worker_ports)
     )
+
+
+def produce_closed_hours(settings: Settings, topic: str, ledger: Path) -> tuple[datetime, datetime]:
+    """EVENTS events with every anomaly, spread over the HOURS closed hours before this one,
+    sent to `topic`; those hours' (start, end)."""
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    start = end - HOURS * timedelta(hours=1)
+    cfg = GeneratorConfig(
+        count=EVENTS,
+        seed=33,
+        start=start,
+        rate=EVENTS / (datetime.now(UTC) - start).total_seconds(),
+        users=25,
+        **ANOMALY_PRESETS["all"],
+    )
+    produce(settings, cfg, ledger, topic=topic)
+    return start, end

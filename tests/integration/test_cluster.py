@@ -1,18 +1,19 @@
 """The pipeline on a real cluster on loopback (docs/cluster.md): a Spark standalone master with
 two workers, three KRaft brokers and a 4-drive erasure-coded MinIO, started by the code
-`make cluster-up` runs (python -m infra.services up spark-cluster kafka-cluster minio-cluster)
-on ports of this test environment's own (the cluster's defaults plus the test port offset),
-and stopped at the end.
+`make cluster-up` runs (tests/integration/loopback_cluster.py), and stopped at the end.
 
-The same events, in a topic replicated on the three brokers, go through the speed layer and
-the batch layer twice: once on spark://127.0.0.1:<port>, once on local[2], each into its own
-lakehouse on the cluster's MinIO; every view and table they wrote must be identical. That the
-work was spread is read from Spark itself: the driver's REST API must list two executors that
-both ran tasks, and the master must have given the application both workers.
+The same events, in a topic replicated on the three brokers, go through the speed layer, the
+batch layer, a replay, the quality suites and the reconciliation twice: once on
+spark://127.0.0.1:<port>, once on local[2], each into its own lakehouse on the cluster's
+MinIO; every table they wrote must be identical. That the work was spread is read from Spark
+itself: the driver's REST API must list two executors that both ran tasks, and the master
+must have given the application both workers.
 
-Faults, each while events are produced and a stream reads them: the broker leading a partition
-killed with kill -9 and restarted; an executor killed; a MinIO drive lost and restored. Nothing
-lost, nothing doubled; the recovery times printed.
+Faults, each while a job runs: the broker leading a partition killed with kill -9 and
+restarted, an executor killed, then a worker killed and restarted, a MinIO drive lost and
+restored, each under a stream reading events produced meanwhile (nothing lost, nothing
+doubled, the recovery times printed); MinIO stopped for 60 s during a batch run (waited out,
+or with its retries cut a clear failure that changes nothing).
 """
 
 from __future__ import annotations
@@ -27,22 +28,22 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from infra.services.minio_cluster import MinioCluster
+from jobs.contract import Exit
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.paths import REPO_ROOT
-from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
 from tests.conftest import new_topic
 from tests.integration.loopback_cluster import (
     CLUSTER,
     DRIVER_UI_PORT,
-    EVENTS,
     HOST,
-    HOURS,
     MASTER,
     MASTER_WEB,
     cores_on_each_worker,
     drive_states,
     lakehouse,
     leader_of,
+    produce_closed_hours,
 )
 from tests.integration.under_load import UnderLoad, newest_batch, wait_for
 
@@ -90,20 +91,9 @@ def test_the_pipeline_on_the_cluster_equals_local_and_runs_on_both_executors(
     cluster: dict[str, str], tmp_path: Path
 ) -> None:
     topic = new_topic("cluster")
-    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    start = this_hour - HOURS * timedelta(hours=1)
     on_cluster = lakehouse(cluster, "cluster", topic)
     settings: Settings = load_settings("cluster", on_cluster)
-    seconds = (datetime.now(UTC) - start).total_seconds()
-    cfg = GeneratorConfig(
-        count=EVENTS,
-        seed=33,
-        start=start,
-        rate=EVENTS / seconds,
-        users=25,
-        **ANOMALY_PRESETS["all"],
-    )
-    produce(settings, cfg, tmp_path / "ledger.jsonl", topic=topic)
+    start, this_hour = produce_closed_hours(settings, topic, tmp_path / "ledger.jsonl")
     assert _replicas(settings, topic) == {len(CLUSTER.kafka_ports)}, "a replica on every broker"
 
     # The tests turn drivers' web UIs off (infra/test_env.py); its REST API is the witness here.
@@ -127,6 +117,7 @@ def test_the_pipeline_on_the_cluster_equals_local_and_runs_on_both_executors(
                 p.proc.kill()
 
     assert cluster_run["master"] == MASTER and local_run["master"] == "local[2]"
+    assert cluster_run["statuses"] == local_run["statuses"], "a job ended otherwise"
     for name, rows in local_run["tables"].items():
         assert rows, f"{name}: the local run wrote no rows"
         assert cluster_run["tables"][name] == rows, f"{name} differs between cluster and local[2]"
@@ -296,3 +287,100 @@ def test_a_minio_drive_lost_during_writes_and_restored_loses_nothing(
         run.stop()
     progress = run.each_event_once()
     assert [r for r in progress if lost_at < r["processed_at"] < back_at], "none while lost"
+
+
+def test_minio_stopped_for_60_s_during_a_batch_run_is_waited_out_and_a_longer_loss_fails_clearly(
+    cluster: dict[str, str], tmp_path: Path
+) -> None:
+    """MinIO stopped a few seconds into a batch run and started 60 s later: Spark's S3 client
+    retries, the job says storage is away and back, and the run completes. With its retries
+    cut to one attempt, the same outage fails the run: exit 5 with one line saying what
+    happened and what to do, no traceback, every table at the version it had, the run not
+    recorded; run again with storage back, it completes."""
+    from infra.services.base import Context
+    from lakehouse.core.paths import state_dir
+    from lakehouse.core.small_tables import table_rows, table_version
+    from lakehouse.core.tables import BATCH, TABLES
+
+    topic = new_topic("minio-outage")
+    env = {**lakehouse(cluster, "minio-outage", topic), "TRIBUTARY__SPARK__MASTER": "local[2]"}
+    settings = load_settings("cluster", env)
+    start, end = produce_closed_hours(settings, topic, tmp_path / "ledger.jsonl")
+    job(env, "speed_layer", "--available-now")  # bronze
+    minio = MinioCluster(Context(settings, state_dir(env)))
+    first, second = (start, start + timedelta(hours=1)), (start + timedelta(hours=1), end)
+    batch_tables = [t for t in TABLES.values() if t.writer == BATCH]
+
+    def state() -> dict[str, Any]:
+        return {t.name: (table_version(settings, t), table_rows(settings, t)) for t in batch_tables}
+
+    status, said = batch_with_outage(env, first, minio, 60, tmp_path / "first.log")
+    assert status == 0, said
+    assert "is not answering" in said and "answers again" in said, said
+    before = state()
+    recorded = {(r["run_id"], r["interval_start"]) for r in before["ops.batch_runs"][1]}
+    assert [start for _, start in recorded] == [first[0]], recorded
+
+    no_retries = {
+        **env,
+        "TRIBUTARY__SPARK__CONF__spark.hadoop.fs.s3a.retry.limit": "0",
+        "TRIBUTARY__SPARK__CONF__spark.hadoop.fs.s3a.attempts.maximum": "1",
+    }
+    status, said = batch_with_outage(no_retries, second, minio, None, tmp_path / "second.log")
+    assert status == Exit.FAILED, said
+    assert "object storage at " in said and "stopped answering during the run" in said, said
+    assert "Traceback" not in said and "Py4J" not in said and "\tat " not in said, said
+    assert state() == before, "a table changed, or the failed run was recorded"
+
+    job(env, "batch_layer", "--start", second[0].isoformat(), "--end", second[1].isoformat())
+    runs = {r["run_id"] for r in table_rows(settings, TABLES["ops.batch_runs"])}
+    assert len(runs) == 2, runs
+
+
+def job(env: dict[str, str], name: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", f"jobs.{name}", *args],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"jobs.{name} exited {done.returncode}:\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def batch_with_outage(
+    env: dict[str, str],
+    interval: tuple[datetime, datetime],
+    minio: MinioCluster,
+    away: float | None,
+    log: Path,
+) -> tuple[int, str]:
+    """jobs.batch_layer over `interval` (forced), MinIO stopped 3 s after the job says it
+    starts recomputing and started again `away` seconds later (None: once the job has ended);
+    its exit status and all it said."""
+    argv = ["--start", interval[0].isoformat(), "--end", interval[1].isoformat(), "--force"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jobs.batch_layer", *argv],
+            env=env,
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: "recomputing" in log.read_text(), 120, "the batch run to start")
+        time.sleep(3)
+        minio.stop()
+        try:
+            if away is None:
+                proc.wait(timeout=600)
+            else:
+                time.sleep(away)
+        finally:
+            minio.start()
+        return proc.wait(timeout=600), log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
