@@ -15,7 +15,7 @@ from dags.support.failure import Refused, retry_policy
 from dags.support.form_fields import mode_param
 
 if TYPE_CHECKING:
-    from dags.support.job_runner import RunJob
+    from dags.support.job_runner import JobOutcome, RunJob
 
 log = logging.getLogger("tributary.dags.batch_layer")
 
@@ -128,16 +128,29 @@ def recompute_run_interval(context: Mapping[str, Any], run: RunJob | None = None
         ["--start", start, "--end", end, "--run-id", context["run_id"], *force],
         on_line=log.info,
     )
-    if outcome.returncode == Exit.NOTHING_TO_DO:
-        # No events in the interval, or its last run stands: the job's line says which.
+    if outcome.returncode == Exit.NOTHING_TO_DO and _recorded_by(context["run_id"], outcome):
+        # The interval's standing run is this one: an earlier try recomputed and recorded it
+        # but never ended (its supervisor died with a killed scheduler, and Airflow runs the
+        # task again), or the task was cleared. This try ends the run as that one would have.
+        log.info("an earlier try of this run recomputed the interval; announcing it")
+        summary: dict[str, Any] = {"run_id": context["run_id"], "recorded_by_earlier_try": True}
+    elif outcome.returncode == Exit.NOTHING_TO_DO:
+        # No events in the interval, or another run's results stand: the job's line says which.
         raise AirflowSkipException(outcome.reason())
-    if outcome.returncode == Exit.BAD_REQUEST:
+    elif outcome.returncode == Exit.BAD_REQUEST:
         raise outcome.refusal(f"bad interval [{start}, {end})")
-    summary = outcome.summary("batch")
+    else:
+        summary = outcome.summary("batch")
     # Consumers of the assets (data_quality) learn which interval was recomputed.
     for asset in ASSETS:
         context["outlet_events"][asset].extra = {"interval_start": start, "interval_end": end}
     return summary
+
+
+def _recorded_by(run_id: str, outcome: JobOutcome) -> bool:
+    """Whether the job found the interval's last standing run to be `run_id`, as its reason
+    says (lakehouse.batch.unchanged.Unchanged)."""
+    return f"unchanged since run {run_id} (" in outcome.reason()
 
 
 def _interval(context: Any) -> tuple[str, str]:

@@ -16,7 +16,9 @@ import sqlite3
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from infra.services.base import Service
 from lakehouse.core import secrets
@@ -36,6 +38,12 @@ COMPONENTS = {
     "airflow-dag-processor": ["dag-processor"],
     "airflow-triggerer": ["triggerer", "--skip-serve-logs"],
 }
+# Where the health endpoint reports each component's latest heartbeat (the API server has none).
+HEARTBEATS = {
+    "airflow-scheduler": ("scheduler", "latest_scheduler_heartbeat"),
+    "airflow-dag-processor": ("dag_processor", "latest_dag_processor_heartbeat"),
+    "airflow-triggerer": ("triggerer", "latest_triggerer_heartbeat"),
+}
 SQLITE_BUSY_SECONDS = 60
 SIMPLE_AUTH = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 
@@ -47,6 +55,11 @@ def write_ahead_log(database: Path) -> None:
         mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
     if mode != "wal":
         raise ServiceError(f"airflow: {database} refused write-ahead-log mode (it says {mode!r})")
+
+
+def all_healthy(health: dict[str, Any]) -> bool:
+    parts = ("metadatabase", "scheduler", "dag_processor", "triggerer")
+    return all(health.get(p, {}).get("status") == "healthy" for p in parts)
 
 
 def airflow_bin() -> str:
@@ -129,18 +142,30 @@ class Airflow(Service):
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": str(svc.airflow_reparse_seconds),
             "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": str(svc.airflow_reparse_seconds),
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+            # A scheduler that dies takes LocalExecutor's workers (the supervisors of running
+            # tasks) with it, and nothing can adopt their tasks: the next scheduler resets them
+            # to run again once the dead one's heartbeat is older than
+            # scheduler_health_check_threshold (30 s). It looks at its start, then every this
+            # many seconds rather than Airflow's 300; a live scheduler heartbeats before each
+            # look, so it never takes its own tasks for orphans.
+            "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30",
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
         }
 
-    def healthy(self) -> bool:
+    def health(self) -> dict[str, Any]:
+        """The health endpoint's answer; {} while the API server does not give one."""
         import requests
 
         try:
-            health = requests.get(f"{self.address()}/api/v2/monitor/health", timeout=3).json()
+            found: dict[str, Any] = requests.get(
+                f"{self.address()}/api/v2/monitor/health", timeout=3
+            ).json()
         except (requests.RequestException, ValueError):
-            return False
-        parts = ("metadatabase", "scheduler", "dag_processor", "triggerer")
-        return all(health.get(p, {}).get("status") == "healthy" for p in parts)
+            return {}
+        return found
+
+    def healthy(self) -> bool:
+        return all_healthy(self.health())
 
     def start(self) -> None:
         svc = self.ctx.settings.services
@@ -160,6 +185,29 @@ class Airflow(Service):
             proc=self.proc("airflow-api-server"),
             every=3,
         )
+
+    def restart_component(self, name: str, timeout: float = 240) -> None:
+        """Start `name` (a key of COMPONENTS) again after it died, with the environment and
+        folder the others run with, and wait until Airflow is healthy with `name` itself
+        heartbeating: a killed component's last heartbeat keeps it reported healthy for up to
+        [scheduler] scheduler_health_check_threshold (30 s)."""
+        proc = self.proc(name)
+        if proc.pid() is not None:
+            raise ServiceError(f"airflow: {name} is running (pid {proc.pid()}); stop it first")
+        started = datetime.now(UTC)
+        proc.start([airflow_bin(), *COMPONENTS[name]], env=self.env(), cwd=self.data)
+
+        def beating() -> bool:
+            health = self.health()
+            if not all_healthy(health):
+                return False
+            if name not in HEARTBEATS:
+                return True
+            part, key = HEARTBEATS[name]
+            beat = health[part].get(key)
+            return beat is not None and datetime.fromisoformat(beat) > started
+
+        wait_until(beating, timeout=timeout, what=f"waiting for Airflow's {name}", proc=proc)
 
     def unpause(self, dag_ids: list[str], timeout: float = 180) -> None:
         """Unpause `dag_ids` through the REST API as the admin, once Airflow has parsed each

@@ -1,7 +1,8 @@
 """The batch_layer DAG's data intervals are the hours it recomputes, and it publishes one
 asset per batch view. Its task, run here: in kappa mode it does nothing and says why; a
 reversed interval fails at once with jobs.batch_layer's reason (the job, in-process, refuses
-before it starts Spark). tests/integration/test_batch_layer_dag.py runs the DAG for real."""
+before it starts Spark); a try that finds its own run's record of the interval standing ends
+the run. tests/integration/test_batch_layer_dag.py runs the DAG for real."""
 
 from __future__ import annotations
 
@@ -133,3 +134,30 @@ def test_nothing_to_recompute_skips_the_task_with_the_jobs_reason_and_force_is_p
     with pytest.raises(AirflowSkipException, match="does not exist yet: run the speed layer"):
         batch.module.recompute_run_interval(context, run=job)
     assert asked and asked[0][-1] == "--force", asked
+
+
+def test_a_try_that_finds_its_own_runs_record_succeeds_and_announces_the_interval(
+    batch: DagFile,
+) -> None:
+    """An earlier try recomputed and recorded the interval but never ended (Airflow runs the
+    task again when a killed scheduler took its supervisor: test_airflow_scheduler_kill.py):
+    this try succeeds and names the interval on the assets' events. Another run's standing
+    record still skips the task."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from dags.support.job_runner import JobOutcome
+
+    conf = {"start": "2026-01-01T10:00:00Z", "end": "2026-01-01T11:00:00Z"}
+    context = batch.context("recompute", conf)
+
+    def standing(run_id: str) -> RunJob:
+        line = f"batch layer: [...) unchanged since run {run_id} (bronze unchanged): nothing"
+        return lambda *_, **__: JobOutcome(3, [line])
+
+    summary = batch.module.recompute_run_interval(context, run=standing(context["run_id"]))
+    assert summary["recorded_by_earlier_try"] is True
+    for asset in batch.module.ASSETS:
+        extra = context["outlet_events"][asset].extra
+        assert extra == {"interval_start": conf["start"], "interval_end": conf["end"]}
+    with pytest.raises(AirflowSkipException, match="unchanged since run other"):
+        batch.module.recompute_run_interval(context, run=standing("other"))

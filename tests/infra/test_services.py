@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.services.airflow import Airflow
 from infra.services.base import Context
 from infra.services.kafka import Kafka
 from infra.services.minio import Minio
@@ -52,6 +53,32 @@ def test_minio_port_in_use_is_refused(tmp_path: Path, busy_port: int) -> None:
     minio = Minio(context(tmp_path, minio_port=busy_port))
     with pytest.raises(ServiceError, match=r"already in use.*TRIBUTARY__SERVICES__MINIO_PORT"):
         minio.start()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_airflow_component_is_restarted_only_when_it_is_not_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow.restart_component refuses a component whose pid file names a live process,
+    and fails with the end of its log when the one it starts exits before Airflow answers."""
+    airflow = Airflow(context(tmp_path, airflow_port=free_port()))
+    scheduler = airflow.proc("airflow-scheduler")
+    scheduler.pid_file.parent.mkdir(parents=True)
+    scheduler.pid_file.write_text(f"{os.getpid()}\n")
+    with pytest.raises(ServiceError, match="airflow-scheduler is running"):
+        airflow.restart_component("airflow-scheduler")
+
+    scheduler.pid_file.unlink()
+    airflow.data.mkdir(parents=True)
+    monkeypatch.setattr(Airflow, "env", lambda self: dict(os.environ))
+    monkeypatch.setattr("infra.services.airflow.airflow_bin", lambda: "false")
+    with pytest.raises(ServiceError, match=r"airflow-scheduler exited while waiting.*log"):
+        airflow.restart_component("airflow-scheduler", timeout=30)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -5,10 +5,7 @@ three assets' events; those events make Airflow start a reconciliation of exactl
 interval, which passes its gate, records its windows in dq.* and writes its HTML report. A
 second run of the hour, with nothing new within its reach, is skipped and says why.
 
-The events go to the real `events` topic with event times in an hour picked at random far in
-the past, so no other test's events share it (with the default anomalies: late, duplicated,
-malformed, future...); the speed layer is caught up in-process (unless the supervised stream
-is running, which then catches up by itself).
+The hour's events are in the services' bronze (tests/integration/batch_hours.py).
 
 One real run of each DAG proves they run in Airflow; what else they do is proven where it is
 cheaper: the hours the timetable gives a manual run, consecutive scheduled runs and a
@@ -21,10 +18,9 @@ test_batch_layer.py.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,27 +29,21 @@ import pytest
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table
-from lakehouse.core.kafka_offsets import end_offsets
-from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.tables import table
-from lakehouse.generator.clickstream import (
-    ANOMALY_PRESETS,
-    GeneratorConfig,
-    produce,
-    read_ledger,
-)
-from lakehouse.speed.micro_batch import SpeedOutputs
-from lakehouse.speed.stream import start_query
-from lakehouse.speed.supervisor import SpeedLayerSupervisor
 from tests.integration import airflow_client as af
+from tests.integration.batch_hours import (
+    DAG_ID,
+    HOUR,
+    asset_events,
+    past_hour_in_bronze,
+    trigger_hour,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-DAG_ID = "batch_layer"
 RECONCILE = "reconcile"
 RUN_TIMEOUT = 900
-HOUR = timedelta(hours=1)
 REPORT_LINE = "reconcile report: "
 VIEWS = {"event_counts_1m", "active_users_10m", "user_sessions"}
 
@@ -77,56 +67,10 @@ def batch_run(
     hours on, and a batch_layer run of that hour, finished; reconcile unpaused until the
     module ends (the run the batch run's assets trigger must be able to start), then put back
     as it was."""
-    af.wait_parsed(api, DAG_ID)
     af.wait_parsed(api, RECONCILE)
-    hour = _unused_hour(api)
-    ledger_path = tmp_path_factory.mktemp("batch_dag") / "ledger.jsonl"
-    cfg = GeneratorConfig(
-        count=150,
-        seed=random.randint(1, 10**9),
-        start=hour,
-        rate=150 / 3600,
-        users=20,
-        **ANOMALY_PRESETS["default"],
-    )
-    produce(services_settings, cfg, ledger_path)
-    # And events three hours on (no other run's hours are that near: `_unused_hour`), so that
-    # the watermark over the events a run reads makes every view of the hour final, whatever
-    # else the services' bronze holds.
-    later = GeneratorConfig(count=60, seed=cfg.seed + 1, start=hour + 3 * HOUR, rate=0.1, users=20)
-    produce(services_settings, later, ledger_path.with_name("later.jsonl"))
-    catch_up_speed_layer(spark, services_settings)
-    ledger = pd.DataFrame(read_ledger(ledger_path))
-    ledger["event_time"] = pd.to_datetime(ledger["event_time"], utc=True)
-    accepted = ledger[ledger["expected"] == "silver"]
+    past = past_hour_in_bronze(api, spark, services_settings, tmp_path_factory.mktemp("batch_dag"))
     with af.unpaused(api, RECONCILE):
-        yield BatchRun(hour, accepted, _run_hour(api, hour))
-
-
-def catch_up_speed_layer(spark: SparkSession, settings: Settings, timeout: float = 900) -> None:
-    """Every record now in Kafka processed by the speed layer: by the supervised stream if it
-    runs, else in-process once the writer lock is free (other tests may hold it a while)."""
-    goal = end_offsets(settings)
-    progress = table("ops.speed_progress").path(settings)
-
-    def done() -> bool:
-        latest = spark.read.format("delta").load(progress).orderBy("processed_at").tail(1)
-        offsets = dict(latest[0]["offsets"]) if latest else {}
-        return all(offsets.get(p, 0) >= end for p, end in goal.items())
-
-    def caught_up() -> bool:
-        if SpeedLayerSupervisor(settings).status().running:
-            return done()
-        try:
-            with exclusive_writer(settings, "speed_layer"):
-                start_query(
-                    spark, settings, SpeedOutputs.live(), available_now=True
-                ).awaitTermination()
-        except WriterBusyError:
-            return False  # another test's stream: it may catch up for us, or let go soon
-        return True
-
-    af.wait_until(caught_up, timeout, "the speed layer to catch up", interval=5)
+        yield BatchRun(past.hour, past.accepted, _run_hour(api, past.hour))
 
 
 def test_a_past_hour_is_recomputed_recorded_and_announced(
@@ -148,7 +92,7 @@ def test_a_past_hour_is_recomputed_recorded_and_announced(
     assert int(counts.where(window).groupBy().sum("events").first()[0] or 0) == expected
 
     # Its asset events name the interval it recomputed (data_quality and reconcile read it).
-    events = _asset_events(api, run_id)
+    events = asset_events(api, run_id)
     assert {e["uri"] for e in events} == {f"tributary://batch/{v}" for v in VIEWS}, events
     assert {
         (pd.Timestamp(e["extra"]["interval_start"]), pd.Timestamp(e["extra"]["interval_end"]))
@@ -210,70 +154,21 @@ def test_a_second_run_of_the_hour_is_a_no_op_that_says_so(api: af.Api, batch_run
     log = af.task_log(api, DAG_ID, run_id, tis[0])
     assert af.task_states(tis) == {"recompute": "skipped"}, af.tail(log, 40)
     assert f"unchanged since run {batch_run.run_id} (" in log, af.tail(log, 40)
-    assert _asset_events(api, run_id) == []
+    assert asset_events(api, run_id) == []
 
 
 # --- helpers -------------------------------------------------------------------------------
 
 
-def _unused_hour(api: af.Api) -> datetime:
-    """An hour long ago that no earlier test run used. The services keep their state between
-    runs: an hour an earlier run chose holds its events and its DAG runs (a second run for the
-    same logical date is refused), and a run's events span at most its own hour."""
-    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    for _ in range(100):
-        # Long ago, yet after the DAG's start_date (runs before it get no tasks).
-        hour = this_hour - random.randint(100, 5_000) * HOUR
-        taken = af.expect_json(
-            api.call(
-                "GET",
-                f"/dags/{DAG_ID}/dagRuns",
-                params={
-                    "logical_date_gte": (hour - 4 * HOUR).isoformat(),
-                    "logical_date_lte": (hour + 4 * HOUR).isoformat(),
-                    "limit": 1,
-                },
-            ),
-            200,
-        )["total_entries"]
-        if not taken:
-            return hour
-    raise AssertionError("no unused hour found in 5,000: the services' state is full")
-
-
 def _run_hour(api: af.Api, hour: datetime) -> str:
     """A batch_layer run of `hour` (its data interval), finished successfully, with no
     scheduled run beside it (af.run_alone); its id."""
-    run_id = af.new_run_id()
-    body = {
-        "dag_run_id": run_id,
-        "logical_date": hour.isoformat(),
-        "data_interval_start": hour.isoformat(),
-        "data_interval_end": (hour + HOUR).isoformat(),
-        "run_after": af.BEFORE_SCHEDULED_RUNS,
-    }
-    af.expect_json(api.call("POST", f"/dags/{DAG_ID}/dagRuns", json=body), 200)
+    run_id = trigger_hour(api, hour)
     _, tis = af.run_alone(api, DAG_ID, run_id, RUN_TIMEOUT)
     if af.task_states(tis) != {"recompute": "success"}:
         report = af.tasks_report(tis, af.task_logs(api, DAG_ID, run_id, tis), lines=40)
         pytest.fail(f"batch run {run_id} failed; tasks:\n{report}")
     return run_id
-
-
-def _asset_events(api: af.Api, run_id: str) -> list[dict[str, Any]]:
-    """The asset events batch_layer run `run_id` emitted. Airflow 3.3.2 answers 500 while a run
-    they created has not started yet (its AssetEventResponse requires the run's start_date):
-    asked again until it answers."""
-    path, params = "/assets/events", {"source_dag_id": DAG_ID, "source_run_id": run_id}
-    replies: list[Any] = []
-
-    def answered() -> bool:
-        replies[:] = [api.call("GET", path, params={**params, "limit": 10})]
-        return replies[0].status_code != 500
-
-    af.wait_until(answered, 120, f"the asset events of {run_id}", interval=2)
-    events: list[dict[str, Any]] = af.expect_json(replies[0], 200)["asset_events"]
-    return events
 
 
 def _triggered_by(api: af.Api, batch_run_id: str) -> list[str]:
