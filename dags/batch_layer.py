@@ -15,7 +15,7 @@ from dags.support.failure import Refused, retry_policy
 from dags.support.form_fields import mode_param
 
 if TYPE_CHECKING:
-    from dags.support.job_runner import JobOutcome, RunJob
+    from dags.support.job_runner import RunJob
 
 log = logging.getLogger("tributary.dags.batch_layer")
 
@@ -111,7 +111,7 @@ def recompute_run_interval(context: Mapping[str, Any], run: RunJob | None = None
     interval and name it on the assets' events."""
     from dags.support.job_runner import run_job
     from dags.support.run_params import checked_params
-    from jobs.contract import Exit
+    from jobs.contract import Exit, read_result
     from lakehouse.core.config import get_settings
 
     mode = checked_params(context).get("mode") or get_settings().mode
@@ -128,7 +128,9 @@ def recompute_run_interval(context: Mapping[str, Any], run: RunJob | None = None
         ["--start", start, "--end", end, "--run-id", context["run_id"], *force],
         on_line=log.info,
     )
-    if outcome.returncode == Exit.NOTHING_TO_DO and _recorded_by(context["run_id"], outcome):
+    # The run whose results stand, when the job found the interval unchanged.
+    standing = (read_result("batch", outcome.lines) or {}).get("standing_run")
+    if outcome.returncode == Exit.NOTHING_TO_DO and standing == context["run_id"]:
         # The interval's standing run is this one: an earlier try recomputed and recorded it
         # but never ended (its supervisor died with a killed scheduler, and Airflow runs the
         # task again), or the task was cleared. This try ends the run as that one would have.
@@ -145,12 +147,6 @@ def recompute_run_interval(context: Mapping[str, Any], run: RunJob | None = None
     for asset in ASSETS:
         context["outlet_events"][asset].extra = {"interval_start": start, "interval_end": end}
     return summary
-
-
-def _recorded_by(run_id: str, outcome: JobOutcome) -> bool:
-    """Whether the job found the interval's last standing run to be `run_id`, as its reason
-    says (lakehouse.batch.unchanged.Unchanged)."""
-    return f"unchanged since run {run_id} (" in outcome.reason()
 
 
 def _interval(context: Any) -> tuple[str, str]:

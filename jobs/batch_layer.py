@@ -11,9 +11,10 @@ the lateness settings). Times are UTC (a time without a zone is taken as UTC) an
 whole minutes.
 
 Exit status (jobs.contract): 0 done, 1 cannot run (config, storage, another batch writer),
-2 bad interval, 3 nothing to recompute (no events in the interval, or its last run stands;
-nothing written), 5 failed midway because object storage stopped answering for longer than
-its client retries (each table at its last committed version; run it again).
+2 bad interval, 3 nothing to recompute (no events in the interval, or its last run stands: a
+result line names that run; nothing written), 5 failed midway because object storage stopped
+answering for longer than its client retries (each table at its last committed version; run
+it again).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from jobs.parser import OneLineParser
 from lakehouse.batch.recompute import (
     Interval,
     IntervalError,
+    IntervalUnchanged,
     NoDataError,
     recompute_interval,
     refuse_unchanged,
@@ -82,6 +84,9 @@ def main(argv: list[str]) -> Exit:
                 spark = get_spark(BATCH, settings)
                 run = recompute_interval(spark, settings, interval, run_id, args.force)
     except NoDataError as err:
+        if isinstance(err, IntervalUnchanged):  # which run stands, for whoever runs the job
+            standing = {"interval": str(interval), "standing_run": err.standing_run}
+            print(result_line(JOB, standing), flush=True)
         print(f"batch layer: {err}", file=sys.stderr)
         return Exit.NOTHING_TO_DO
     except (ConfigError, SparkSetupError, StorageError, WriterBusyError) as err:

@@ -66,7 +66,12 @@ class NoDataError(Exception):
 
 
 class IntervalUnchanged(NoDataError):
-    """Nothing to recompute: the interval's last run stands (lakehouse.batch.unchanged)."""
+    """Nothing to recompute: the interval's last run, `standing_run`, stands
+    (lakehouse.batch.unchanged)."""
+
+    def __init__(self, message: str, standing_run: str) -> None:
+        super().__init__(message)
+        self.standing_run = standing_run
 
 
 @dataclass(frozen=True)
@@ -154,7 +159,7 @@ def refuse_unchanged(settings: Settings, interval: Interval) -> None:
 
 
 def unchanged_error(interval: Interval, unchanged: Unchanged) -> IntervalUnchanged:
-    return IntervalUnchanged(f"{interval} {unchanged}: nothing recomputed")
+    return IntervalUnchanged(f"{interval} {unchanged}: nothing recomputed", unchanged.run_id)
 
 
 def recompute_interval(

@@ -146,13 +146,17 @@ def test_a_try_that_finds_its_own_runs_record_succeeds_and_announces_the_interva
     from airflow.sdk.exceptions import AirflowSkipException
 
     from dags.support.job_runner import JobOutcome
+    from jobs.contract import result_line
 
     conf = {"start": "2026-01-01T10:00:00Z", "end": "2026-01-01T11:00:00Z"}
     context = batch.context("recompute", conf)
 
     def standing(run_id: str) -> RunJob:
-        line = f"batch layer: [...) unchanged since run {run_id} (bronze unchanged): nothing"
-        return lambda *_, **__: JobOutcome(3, [line])
+        said = [
+            result_line("batch", {"interval": "[...)", "standing_run": run_id}),
+            f"batch layer: [...) unchanged since run {run_id} (bronze unchanged): nothing",
+        ]
+        return lambda *_, **__: JobOutcome(3, said)
 
     summary = batch.module.recompute_run_interval(context, run=standing(context["run_id"]))
     assert summary["recorded_by_earlier_try"] is True

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs.contract import Exit
+from jobs.contract import Exit, read_result
 from lakehouse.batch.recompute import Interval, IntervalUnchanged, recompute_interval
 from lakehouse.batch.unchanged import (
     BRONZE,
@@ -82,6 +82,11 @@ def test_an_interval_recomputed_again_is_a_no_op_until_something_within_its_reac
         )
     assert ran.returncode == Exit.NOTHING_TO_DO, ran.stderr
     assert "unchanged since run first (bronze unchanged): nothing recomputed" in ran.stderr
+    # And names the run that stands for whoever ran it (a DAG's task: dags/batch_layer.py).
+    assert read_result("batch", ran.stdout.splitlines()) == {
+        "interval": str(hour),
+        "standing_run": "first",
+    }
 
     # Appended since: an event far after the hour's reach, and a record validation refuses.
     append([event("far", "u2", start + 5 * HOUR), (b"u1", b"{not json")])
