@@ -94,3 +94,24 @@ def test_a_plain_up_never_starts_the_cluster() -> None:
     assert names == list(ORDER)
     assert not set(names) & set(CLUSTER)
     assert [svc.name for svc in services(list(CLUSTER))] == list(CLUSTER)
+
+
+def test_airflow_started_with_the_cluster_profile_runs_its_jobs_on_the_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`TRIBUTARY_PROFILE=cluster python -m infra.services up postgres airflow`
+    (docs/cluster.md): every task gets the profile, so the jobs it runs find the Spark master,
+    the brokers and the MinIO that `make cluster-up` starts."""
+    from infra.services.airflow import Airflow
+
+    for name in [n for n in os.environ if n.startswith("TRIBUTARY")]:
+        monkeypatch.delenv(name)  # the test services' own addresses, under make test
+    monkeypatch.setenv("TRIBUTARY_STATE", str(tmp_path / "state"))
+    ensure_secrets(os.environ)
+    ctx = Context(settings=load_settings(profile="cluster"), state=tmp_path / "state")
+    tasks = Airflow(ctx).env()
+    assert tasks["TRIBUTARY_PROFILE"] == "cluster"
+    job = load_settings(environ=tasks)
+    assert job.spark.master == SparkCluster(ctx).address()
+    assert job.kafka.bootstrap_servers == KafkaCluster(ctx).address()
+    assert job.s3.endpoint == MinioCluster(ctx).address()
