@@ -112,9 +112,9 @@ def environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
 # so no test depends on what another run, another clone or an older release left (a bronze
 # table of another schema, a live topic's history). The shop database's cluster goes with
 # the Kafka log: Connect keeps its connectors' offsets in Kafka, and a replication slot
-# older than them would hold WAL for changes no topic will ever get. Airflow's database,
-# MinIO's data (each run writes under a prefix of its own, deleted at its end) and the
-# secrets stay.
+# older than them would hold WAL for changes no topic will ever get. Airflow's database
+# stays but for its asset events, which name batch runs of the lakehouse deleted here; MinIO's
+# data (each run writes under a prefix of its own, deleted at its end) and the secrets stay.
 FRESH_EACH_RUN = ("lakehouse", "checkpoints", "dq", "ledgers", "spark-warehouse", "kafka")
 
 
@@ -123,6 +123,7 @@ def fresh_state() -> str:
     `make test-up` left for pytest by hand). Says what it did."""
     import shutil
 
+    from infra.services.airflow import Airflow, forget_asset_events
     from infra.services.base import Context
     from infra.services.kafka import Kafka
     from infra.services.postgres import Postgres
@@ -130,14 +131,19 @@ def fresh_state() -> str:
 
     folder = state_folder()
     ctx = Context(settings=get_settings(), state=folder)
-    postgres = Postgres(ctx)
-    if Kafka(ctx).running() or postgres.running():
+    postgres, airflow = Postgres(ctx), Airflow(ctx)
+    if Kafka(ctx).running() or postgres.running() or airflow.running():
         return "==> test services already running: keeping their lakehouse, Kafka log and database"
     gone = [name for name in FRESH_EACH_RUN if (folder / name).exists()]
     for name in gone:
         shutil.rmtree(folder / name)
     postgres.delete_cluster()
-    return f"==> test state: a new {', '.join(FRESH_EACH_RUN)} and shop database ({folder})"
+    if airflow.database().exists():
+        forget_asset_events(airflow.database())
+    return (
+        f"==> test state: a new {', '.join(FRESH_EACH_RUN)} and shop database, no asset event "
+        f"in Airflow's ({folder})"
+    )
 
 
 def apply() -> None:

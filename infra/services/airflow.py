@@ -62,6 +62,27 @@ def all_healthy(health: dict[str, Any]) -> bool:
     return all(health.get(p, {}).get("status") == "healthy" for p in parts)
 
 
+# Where Airflow keeps the asset events its runs emitted and what they will trigger: links to
+# runs first, then the events.
+ASSET_EVENT_TABLES = (
+    "dagrun_asset_event",
+    "asset_alias_asset_event",
+    "asset_dag_run_queue",
+    "asset_event",
+)
+
+
+def forget_asset_events(database: Path) -> int:
+    """Delete every asset event from a stopped Airflow's database, and the runs they queued;
+    how many events there were. For a database that outlives the lakehouse its runs wrote
+    (the tests' own Airflow): an event left over would trigger a run about data that is gone."""
+    with contextlib.closing(sqlite3.connect(database)) as db, db:
+        events = int(db.execute("SELECT count(*) FROM asset_event").fetchone()[0])
+        for name in ASSET_EVENT_TABLES:
+            db.execute(f"DELETE FROM {name}")
+    return events
+
+
 def airflow_bin() -> str:
     return str(Path(sys.executable).parent / "airflow")
 

@@ -198,3 +198,30 @@ def test_make_test_records_the_services_start_status_when_the_start_fails(
     assert "$(" not in script, script
     subprocess.run(["bash", "-eu", "-o", "pipefail", "-c", f"{script} wait"], check=True)
     assert status.read_text().strip() == "3"
+
+
+def test_asset_events_a_deleted_lakehouse_left_in_airflow_are_forgotten(tmp_path: Path) -> None:
+    """The tests' Airflow outlives each run's lakehouse (infra/test_env.py fresh_state): its
+    asset events, which name that lakehouse's batch runs, go with it, and what they queued."""
+    import sqlite3
+
+    from infra.services.airflow import ASSET_EVENT_TABLES, forget_asset_events
+
+    database = tmp_path / "airflow.db"
+    with sqlite3.connect(database) as db:  # the columns that matter of Airflow's tables
+        db.execute("CREATE TABLE asset_event (id INTEGER PRIMARY KEY, source_run_id TEXT)")
+        db.execute("CREATE TABLE dagrun_asset_event (dag_run_id INTEGER, event_id INTEGER)")
+        db.execute("CREATE TABLE asset_alias_asset_event (alias_id INTEGER, event_id INTEGER)")
+        db.execute("CREATE TABLE asset_dag_run_queue (asset_id INTEGER, target_dag_id TEXT)")
+        db.execute("CREATE TABLE dag_run (id INTEGER PRIMARY KEY, run_id TEXT)")
+        db.executemany("INSERT INTO asset_event VALUES (?, ?)", [(1, "test_a"), (2, "test_b")])
+        db.execute("INSERT INTO dagrun_asset_event VALUES (7, 1)")
+        db.execute("INSERT INTO asset_dag_run_queue VALUES (1, 'reconcile')")
+        db.execute("INSERT INTO dag_run VALUES (7, 'asset_triggered__1')")
+    assert forget_asset_events(database) == 2
+    with sqlite3.connect(database) as db:
+        rows = {
+            t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in (*ASSET_EVENT_TABLES, "dag_run")
+        }
+        assert rows == {**dict.fromkeys(ASSET_EVENT_TABLES, 0), "dag_run": 1}  # runs stay
