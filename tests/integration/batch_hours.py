@@ -10,6 +10,7 @@ running, which then catches up by itself).
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -65,15 +66,31 @@ def past_hour_in_bronze(
         **ANOMALY_PRESETS["default"],
     )
     produce(settings, cfg, ledgers / "ledger.jsonl")
-    # The events three hours on (no other run's hours are that near: `unused_hour`) put the
-    # watermark over the events a run reads past the hour, so every view of it is final,
-    # whatever else the services' bronze holds.
-    later = GeneratorConfig(count=60, seed=cfg.seed + 1, start=hour + 3 * HOUR, rate=0.1, users=20)
-    produce(settings, later, ledgers / "later.jsonl")
+    produce_watermark_support(settings, hour + 3 * HOUR, cfg.seed + 1, ledgers)
     catch_up_speed_layer(spark, settings)
     ledger = pd.DataFrame(read_ledger(ledgers / "ledger.jsonl"))
     ledger["event_time"] = pd.to_datetime(ledger["event_time"], utc=True)
     return PastHour(hour, ledger[ledger["expected"] == "silver"])
+
+
+def produce_watermark_support(
+    settings: Settings, start: datetime, seed: int, ledgers: Path, rounds: int = 10
+) -> None:
+    """Events from `start` (three hours after a past hour: no other run's hours are that near,
+    `unused_hour`) until every partition of the topic holds `watermark_support_events` of them:
+    the watermark is the least any partition supports, so only then is it past the events a
+    run reads beyond the hour, and every view of the hour final, whatever else the services'
+    bronze holds. Users map to partitions by key, so one round may leave a partition short."""
+    need = settings.speed.watermark_support_events
+    counts: Counter[int] = Counter()
+    for n in range(rounds):
+        later = GeneratorConfig(count=60, seed=seed + n, start=start, rate=0.1, users=20)
+        ledger = ledgers / f"later-{n}.jsonl"
+        produce(settings, later, ledger)
+        counts.update(r["partition"] for r in read_ledger(ledger) if r["expected"] == "silver")
+        if all(counts[p] >= need for p in range(settings.kafka.partitions)):
+            return
+    raise AssertionError(f"{rounds} rounds of events left a partition short of {need}: {counts}")
 
 
 def catch_up_speed_layer(spark: SparkSession, settings: Settings, timeout: float = 900) -> None:
