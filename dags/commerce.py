@@ -21,9 +21,10 @@ Every 5 minutes (one run at a time) this DAG:
 2. **check_health**: the stream is *stale* when no batch came for `speed.stale_after_seconds`
    while its topics hold records it has not read → it is **restarted** and the task fails
    saying so; otherwise one line with its newest batch.
-3. **reconcile** (beside check_health): the order state and the rejected transitions against
-   the same fold over `bronze.commerce_raw` (`python -m jobs.joins_reconcile --join commerce`),
-   recorded in `dq.reconciliation_runs`. **Fails** naming the first differing orders.
+3. **reconcile** (after a healthy check_health; skipped with it after a stop): the order state
+   and the rejected transitions against the same fold over `bronze.commerce_raw` (`python -m
+   jobs.joins_reconcile --join commerce`), recorded in `dq.reconciliation_runs`. **Fails**
+   naming the first differing orders.
 """
 
 supervised_stream_dag(

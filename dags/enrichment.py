@@ -30,10 +30,10 @@ Every 5 minutes (one run at a time) this DAG:
 2. **check_health**: the stream is *stale* when no batch came for `speed.stale_after_seconds`
    while silver.events has commits newer than it has read → it is **restarted** and the task
    fails saying so; otherwise one line with its newest batch.
-3. **reconcile** (beside check_health): the enriched events and the revenue view against the
-   same events joined again at the last batch's pinned history versions
-   (`python -m jobs.enrich_reconcile`). **Fails** naming the first differing events and
-   windows; skipped while the stream has completed no batch.
+3. **reconcile** (after a healthy check_health; skipped with it after a stop): the enriched
+   events and the revenue view against the same events joined again at the last batch's pinned
+   history versions (`python -m jobs.enrich_reconcile`). **Fails** naming the first differing
+   events and windows; skipped while the stream has completed no batch.
 
 | action | what it does to the enrichment stream |
 |---|---|
@@ -87,7 +87,9 @@ def enrichment() -> None:
 
         return enrichment_tasks.check_enrichment(done)
 
-    # A Spark job of its own: the enriched events joined again.
+    # A Spark job of its own: the enriched events joined again. After a healthy check, so a
+    # run that starts the stream judges its first batch; skipped with the check after a stop
+    # (the reconcile DAG judges a stopped stream).
     @task(execution_timeout=timedelta(minutes=20))
     def reconcile(_done: Mapping[str, Any]) -> dict[str, Any]:
         from dags.support import enrichment_tasks
@@ -96,8 +98,7 @@ def enrichment() -> None:
 
     # TaskFlow passes the XComs at run time; mypy sees the XComArg placeholders.
     supervised = supervise()
-    check_health(supervised)  # type: ignore[arg-type]
-    reconcile(supervised)  # type: ignore[arg-type]
+    check_health(supervised) >> reconcile(supervised)  # type: ignore[arg-type]
 
 
 enrichment()

@@ -29,11 +29,11 @@ Every 5 minutes (one run at a time) this DAG:
 2. **check_health**: *stale* when no batch came for `speed.stale_after_seconds` while their
    source tables have commits newer than they have read → **restarted**, and the task fails
    saying so; otherwise one line with the newest batch.
-3. **reconcile** (beside check_health): each output against the batch join over the input rows
-   that were on time for the stream's watermark (`python -m jobs.joins_reconcile --join
-   stream_joins`), recorded in `dq.reconciliation_runs`; the pairs late rows cost are counted
-   as explained, orders whose hour is not over as open. **Fails** naming the first differing
-   rows.
+3. **reconcile** (after a healthy check_health; skipped with it after a stop): each output
+   against the batch join over the input rows that were on time for the stream's watermark
+   (`python -m jobs.joins_reconcile --join stream_joins`), recorded in
+   `dq.reconciliation_runs`; the pairs late rows cost are counted as explained, orders whose
+   hour is not over as open. **Fails** naming the first differing rows.
 """
 
 supervised_stream_dag(

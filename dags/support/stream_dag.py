@@ -1,7 +1,7 @@
 """One shape for the DAGs that keep a detached stream running (dags/commerce.py,
 dags/stream_joins.py): every 5 minutes, one run at a time, `supervise` applies the run's
 action to the stream, `check_health` judges it (restarting a stale one), and `reconcile`,
-beside the health check, runs the stream's judge (jobs.joins_reconcile --join <name>),
+after the health check, runs the stream's judge (jobs.joins_reconcile --join <name>),
 recorded in dq.reconciliation_runs under the run's id."""
 
 from __future__ import annotations
@@ -90,7 +90,9 @@ def supervised_stream_dag(
 
             return check_stream_health(supervisor_of(supervisor), done)
 
-        # A Spark job of its own: the stream's output recomputed from its inputs.
+        # A Spark job of its own: the stream's output recomputed from its inputs. After a
+        # healthy check, so a run that starts the stream judges its first batch; skipped with
+        # the check after a stop (the reconcile DAG judges a stopped stream).
         @task(execution_timeout=timedelta(minutes=20))
         def reconcile(_done: Mapping[str, Any]) -> dict[str, Any]:
             from .judges import run_judge
@@ -99,7 +101,6 @@ def supervised_stream_dag(
 
         # TaskFlow passes the XComs at run time; mypy sees the XComArg placeholders.
         done = supervise()
-        check_health(done)  # type: ignore[arg-type]
-        reconcile(done)  # type: ignore[arg-type]
+        check_health(done) >> reconcile(done)  # type: ignore[arg-type]
 
     return supervised()

@@ -42,7 +42,7 @@ def test_the_dag_supervises_checks_and_reconciles_every_few_minutes(enrichment: 
     assert {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks} == {
         "supervise": [],
         "check_health": ["supervise"],
-        "reconcile": ["supervise"],
+        "reconcile": ["check_health", "supervise"],
     }
 
 

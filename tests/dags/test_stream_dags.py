@@ -1,6 +1,6 @@
 """The commerce and stream_joins DAGs (dags/support/stream_dag.py), run here on a state folder
-and a lakehouse of the test's own: every 5 minutes supervise, then check_health and reconcile
-beside it; a stop holds the stream down and skips the health check; the reconcile task runs
+and a lakehouse of the test's own: every 5 minutes supervise, check_health, then reconcile;
+a stop holds the stream down and skips the health check; the reconcile task runs
 jobs.joins_reconcile for its own join (in-process) and is skipped before its first batch."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_the_dag_supervises_then_checks_and_reconciles_every_five_minutes(
     assert {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks} == {
         "supervise": [],
         "check_health": ["supervise"],
-        "reconcile": ["supervise"],
+        "reconcile": ["check_health", "supervise"],
     }
     assert dag.params.get_param("action").value == "ensure"
 
