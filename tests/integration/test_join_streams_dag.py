@@ -1,15 +1,16 @@
 """The DAGs of the join streams (issue 32) run for real by the test Airflow, through its REST
-API, on the services' Kafka and lakehouse: `commerce` and `enrichment` side by side, then
-`stream_joins` (which reads what the other two streams' inputs made: silver.events and
-silver.order_events). Each run with `ensure` starts its stream as a process of its own, waits
-for its first micro-batch (check_health) and reconciles its output with the recompute (the
-judge's verdict in dq.reconciliation_runs or the task's result); a run with `stop` stops it and
-skips the health check and the judge. The tasks' refusals and branches run in-process in tests/dags.
+API, on the services' Kafka and lakehouse, side by side: `commerce`, `enrichment` and
+`stream_joins`. Each run with `ensure` starts its stream as a process of its own, waits for its
+first micro-batch (check_health) and then reconciles its output with the recompute (the judge's
+verdict in dq.reconciliation_runs or the task's result); a run with `stop` stops it and skips
+the health check and the judge. The tasks' refusals and branches run in-process in tests/dags.
 
 The inputs are this module's: click events (purchases among them) in the `events` topic, caught
-up into silver by the speed layer in-process, and orders with their payments in the commerce
-topics. The streams are the services' own ones, so the module stops them at the end and puts
-their holds back as they were.
+up into silver by the speed layer in-process; orders with their payments in the commerce
+topics, a first part folded in-process (so silver.order_events, which stream_joins reads, is
+there when it starts) and a second part left for the commerce DAG's stream. The streams are
+the services' own ones, so the module stops them at the end and puts their holds back as they
+were.
 """
 
 from __future__ import annotations
@@ -20,13 +21,17 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
 import pytest
 
+from lakehouse.commerce.outputs import CommerceOutputs
+from lakehouse.commerce.stream import start_commerce_query
 from lakehouse.commerce.supervisor import CommerceSupervisor
 from lakehouse.core.config import Settings
+from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.small_tables import table_rows
 from lakehouse.core.tables import table
 from lakehouse.generator import commerce
@@ -77,19 +82,30 @@ def inputs(
     kafka_up: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> list[dict[str, Any]]:
-    """Clicks and purchases of the last hour in silver.events, and orders of the last hour with
-    their payments in the commerce topics; the commerce ledger."""
+    """Clicks and purchases of the last hour in silver.events; orders with their payments in
+    the commerce topics, the first part of them already folded. The second part's ledger."""
     folder = tmp_path_factory.mktemp("join_dags")
-    now = datetime.now(UTC)
     seed = random.randint(1, 10**9)
-    clicks = GeneratorConfig(count=400, seed=seed, start=now - timedelta(hours=1), rate=0.2)
+    clicks = GeneratorConfig(
+        count=400, seed=seed, start=datetime.now(UTC) - timedelta(hours=1), rate=0.2
+    )
     produce(services_settings, clicks, folder / "events.jsonl")
     catch_up_speed_layer(spark, services_settings)
-    # Lifecycles last up to days: they start that long ago, so every record is in the past.
+    _produce_orders(services_settings, seed, folder / "folded.jsonl")
+    with exclusive_writer(services_settings, CommerceOutputs.live().lock, wait_seconds=120):
+        start_commerce_query(
+            spark, services_settings, CommerceOutputs.live(), available_now=True
+        ).awaitTermination()
+    return _produce_orders(services_settings, seed + 1, folder / "left.jsonl")
+
+
+def _produce_orders(settings: Settings, seed: int, ledger: Path) -> list[dict[str, Any]]:
+    """30 orders, each lifecycle over by now (they last up to days), sent; their ledger."""
+    now = datetime.now(UTC)
     probe = commerce.CommerceConfig(orders=30, seed=seed, start=now)
     orders = replace(probe, start=now - (probe.last_moment() - now) - timedelta(minutes=1))
-    commerce.produce(services_settings, orders, folder / "commerce.jsonl")
-    return commerce.read_ledger(folder / "commerce.jsonl")
+    commerce.produce(settings, orders, ledger)
+    return commerce.read_ledger(ledger)
 
 
 def test_ensure_runs_start_each_join_stream_check_it_and_find_it_equal_to_its_recompute(
@@ -101,33 +117,31 @@ def test_ensure_runs_start_each_join_stream_check_it_and_find_it_equal_to_its_re
     for supervisor in streams.values():
         supervisor.stop()
         supervisor.hold_file.unlink(missing_ok=True)
-    # stream_joins reads what the other two write: it starts once they have.
-    first = _ensure_runs(api, ["commerce", "enrichment"])
-    then = _ensure_runs(api, ["stream_joins"])
+    runs = _ensure_runs(api, list(streams))
 
-    for dag_id, run_id in {**first, **then}.items():
+    for dag_id, run_id in runs.items():
         status = streams[dag_id].status()
         assert status.running, f"{dag_id}: {status.describe()}"
         started = _xcom(api, dag_id, run_id, "supervise")
         assert started["running"] and started["pid"] == status.pid, (dag_id, started)
         health = _xcom(api, dag_id, run_id, "check_health")
         assert health["status"] == "healthy" and health["batch_id"] is not None, (dag_id, health)
-    # The commerce stream took in this module's orders.
+    # The commerce DAG's stream took in the orders left for it.
     orders = {r["order_id"] for r in inputs if r.get("order_id")}
     folded = table_rows(
         services_settings, table("silver.order_state"), pc.field("order_id").isin(list(orders))
     )
-    assert folded, "none of the produced orders is in silver.order_state"
+    assert folded, "none of the orders left for the stream is in silver.order_state"
     # The judges found each stream's output equal to its recompute, and compared something.
     for dag_id in ("commerce", "stream_joins"):
         judged = table_rows(
             services_settings,
             table("dq.reconciliation_runs"),
-            pc.field("run_id") == recorded_run_id({**first, **then}[dag_id]),
+            pc.field("run_id") == recorded_run_id(runs[dag_id]),
         )
         assert {r["verdict"] for r in judged} == {"passed"}, (dag_id, judged)
         assert sum(r["compared"] for r in judged) > 0, (dag_id, judged)
-    verdict = _xcom(api, "enrichment", first["enrichment"], "reconcile")
+    verdict = _xcom(api, "enrichment", runs["enrichment"], "reconcile")
     assert verdict["equal"] and verdict["events"]["compared"] > 0, verdict
 
 
