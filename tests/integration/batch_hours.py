@@ -23,8 +23,8 @@ from lakehouse.core.kafka_offsets import end_offsets
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.tables import table
 from lakehouse.generator.clickstream import (
-    ANOMALY_PRESETS,
     GeneratorConfig,
+    preset_config,
     produce,
     read_ledger,
 )
@@ -57,13 +57,14 @@ def past_hour_in_bronze(
     the services' bronze; the ledgers are written under `ledgers`."""
     af.wait_parsed(api, DAG_ID)
     hour = unused_hour(api)
-    cfg = GeneratorConfig(
+    cfg = preset_config(
+        "default",
+        {},
         count=150,
         seed=random.randint(1, 10**9),
         start=hour,
         rate=150 / 3600,
         users=20,
-        **ANOMALY_PRESETS["default"],
     )
     produce(settings, cfg, ledgers / "ledger.jsonl")
     produce_watermark_support(settings, hour + 3 * HOUR, cfg.seed + 1, ledgers)

@@ -19,7 +19,7 @@ import pytest
 from infra import test_env
 from lakehouse.core.config import ClusterSettings, Settings, load_settings
 from lakehouse.core.paths import REPO_ROOT
-from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.generator.clickstream import preset_config, produce
 from tests.conftest import RUN_ID
 
 HOST = test_env.HOST
@@ -187,13 +187,14 @@ def produce_closed_hours(settings: Settings, topic: str, ledger: Path) -> tuple[
     sent to `topic`; those hours' (start, end)."""
     end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     start = end - HOURS * timedelta(hours=1)
-    cfg = GeneratorConfig(
+    cfg = preset_config(
+        "all",
+        {},
         count=EVENTS,
         seed=33,
         start=start,
         rate=EVENTS / (datetime.now(UTC) - start).total_seconds(),
         users=25,
-        **ANOMALY_PRESETS["all"],
     )
     produce(settings, cfg, ledger, topic=topic)
     return start, end

@@ -18,7 +18,11 @@ import pytest
 
 from lakehouse.batch.recompute import Interval, recompute_interval
 from lakehouse.core.config import Settings, load_settings
-from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
+from lakehouse.generator.clickstream import (
+    preset_config,
+    produce,
+    read_ledger,
+)
 from lakehouse.speed.micro_batch import SpeedOutputs
 from lakehouse.speed.stream import start_query
 from tests.conftest import new_topic
@@ -105,13 +109,8 @@ def _stream_a_day(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory)
     # minutes, after the day, are the speed layer's alone.
     start = this_hour - 25 * HOUR
     seconds = (datetime.now(UTC) - start).total_seconds()
-    cfg = GeneratorConfig(
-        count=EVENTS,
-        seed=7,
-        start=start,
-        rate=EVENTS / seconds,
-        users=30,
-        **ANOMALY_PRESETS["all"],
+    cfg = preset_config(
+        "all", {}, count=EVENTS, seed=7, start=start, rate=EVENTS / seconds, users=30
     )
     produce(d.streamed, cfg, tmp / "ledger.jsonl", topic=topic)
     d.ledger = read_ledger(tmp / "ledger.jsonl")

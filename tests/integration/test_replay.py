@@ -23,7 +23,7 @@ from lakehouse.batch.recompute import Interval, recompute_interval
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table, read_table_at
 from lakehouse.core.kafka_io import ensure_topic, produce_json
-from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.generator.clickstream import preset_config, produce
 from lakehouse.reconcile.gate import gate
 from lakehouse.reconcile.run import reconcile
 from lakehouse.reconcile.sources import batch_source, speed_source, stream_source
@@ -97,9 +97,7 @@ def log(spark: SparkSession, kafka_up: str, tmp_path_factory: pytest.TempPathFac
     this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     start = this_hour - 3 * HOUR
     rate = count / (datetime.now(UTC) - start).total_seconds()
-    cfg = GeneratorConfig(
-        count=count, seed=11, start=start, rate=rate, users=20, **ANOMALY_PRESETS["all"]
-    )
+    cfg = preset_config("all", {}, count=count, seed=11, start=start, rate=rate, users=20)
     produce(settings, cfg, tmp / "ledger.jsonl")
     start_query(spark, settings, SpeedOutputs.live(), available_now=True).awaitTermination()
     hours = Interval(start, this_hour)
@@ -392,9 +390,7 @@ def _produce_part(
     settings: Settings, tmp: Path, seed: int, start: datetime, end: datetime, count: int
 ) -> None:
     rate = count / (end - start).total_seconds()
-    cfg = GeneratorConfig(
-        count=count, seed=seed, start=start, rate=rate, users=20, **ANOMALY_PRESETS["all"]
-    )
+    cfg = preset_config("all", {}, count=count, seed=seed, start=start, rate=rate, users=20)
     produce(settings, cfg, tmp / f"ledger-{seed}.jsonl")
 
 

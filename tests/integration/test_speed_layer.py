@@ -11,7 +11,11 @@ import pytest
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table
-from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce, read_ledger
+from lakehouse.generator.clickstream import (
+    preset_config,
+    produce,
+    read_ledger,
+)
 from lakehouse.speed.micro_batch import SpeedOutputs
 from lakehouse.speed.stream import start_query
 from tests.conftest import new_topic
@@ -34,13 +38,14 @@ def speed_settings(base: Settings, topic: str, **speed: Any) -> Settings:
 
 def generate(settings: Settings, tmp: Path, count: int, seed: int) -> list[dict[str, Any]]:
     # Event time runs from 2 h ago at ~1 event/s; late events trail by 15 min .. 3 h.
-    cfg = GeneratorConfig(
+    cfg = preset_config(
+        "all",
+        {},
         count=count,
         seed=seed,
         start=datetime.now(UTC) - timedelta(hours=2),
         rate=1.5,
         users=40,
-        **ANOMALY_PRESETS["all"],
     )
     produce(settings, cfg, tmp / "ledger.jsonl", topic=settings.kafka.topic)
     return read_ledger(tmp / "ledger.jsonl")

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings, load_settings
-from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.generator.clickstream import GeneratorConfig, preset_config, produce
 from lakehouse.speed.micro_batch import VACUUMED, SpeedOutputs
 from lakehouse.speed.stream import start_query
 from tests.conftest import new_topic
@@ -131,13 +131,14 @@ def test_kill_minus_nine_and_restart_changes_no_result(
     calm, killed = tmp_path / "calm", tmp_path / "killed"
     calm_env, killed_env = job_env(calm, topic), job_env(killed, topic)
     per_batch = int(killed_env["TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER"])
-    cfg = GeneratorConfig(
+    cfg = preset_config(
+        "default",
+        {},
         count=3 * per_batch,
         seed=7,
         start=datetime.now(UTC) - timedelta(hours=2),
         rate=2.0,
         users=40,
-        **ANOMALY_PRESETS["default"],
     )
     produce(settings_for(calm_env), cfg, tmp_path / "ledger.jsonl", topic=topic)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.paths import REPO_ROOT
-from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
+from lakehouse.generator.clickstream import preset_config, produce
 
 
 def newest_batch(settings: Settings) -> datetime:
@@ -38,13 +38,8 @@ class UnderLoad:
         self.settings = load_settings("cluster", self.env)
         self.stop_file, self.log = folder / "stop", folder / "speed.log"
         self.ledger = folder / "ledger.jsonl"
-        self.cfg = GeneratorConfig(
-            count=count,
-            seed=34,
-            start=datetime.now(UTC),
-            rate=200,
-            users=25,
-            **ANOMALY_PRESETS["default"],
+        self.cfg = preset_config(
+            "default", {}, count=count, seed=34, start=datetime.now(UTC), rate=200, users=25
         )
         self.stopping = threading.Event()
         self.failures: list[BaseException] = []

@@ -10,7 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import Table
-from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, generate_records
+from lakehouse.generator.clickstream import (
+    generate_records,
+    preset_config,
+)
 from lakehouse.speed.micro_batch import MicroBatchProcessor, SpeedOutputs
 from tests.delta_rs import read_every_table
 from tests.micro_batches import query_checkpoint
@@ -27,9 +30,7 @@ def test_every_table_the_speed_layer_writes_reads_in_delta_rs(
 ) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     hour = now.replace(minute=0, second=0) - timedelta(hours=1)
-    cfg = GeneratorConfig(
-        count=150, seed=5, start=hour, rate=0.05, now=now, **ANOMALY_PRESETS["all"]
-    )
+    cfg = preset_config("all", {}, count=150, seed=5, start=hour, rate=0.05, now=now)
     records = list(generate_records(cfg))
     sent = [(r.key.encode(), r.value) for r in records] + [(b"\xff", NOT_UTF8)]
     batch = rows_frame(
