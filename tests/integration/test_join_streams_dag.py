@@ -181,9 +181,12 @@ def _run_side_by_side(
     api: af.Api, actions: dict[str, str]
 ) -> dict[str, tuple[str, dict[str, str]]]:
     """A run of each DAG with its action, first in line (before the scheduled run unpausing
-    creates), the DAGs unpaused together; each DAG paused again as soon as its run has ended,
-    so its scheduled run stays queued (and is deleted). Each run's DAG and its tasks' states,
-    by run id. Fails with every task's log of a run that did not succeed."""
+    creates), the DAGs unpaused together. Each DAG is paused again once every task of its run
+    has started or been skipped: its scheduled run, which would start the moment this one
+    ends, stays queued and is deleted (a paused DAG's running tasks finish; the run itself is
+    marked finished at the next unpause, so its tasks are what is waited for). Each run's DAG
+    and its tasks' states, by run id, once they have all ended. Fails with every task's log of
+    a run with a task that failed."""
     runs = {
         str(
             af.trigger_run(api, dag_id, {"action": action}, run_after=af.BEFORE_SCHEDULED_RUNS)[
@@ -192,34 +195,47 @@ def _run_side_by_side(
         ): dag_id
         for dag_id, action in actions.items()
     }
+    tis: dict[str, list[dict[str, Any]]] = {}
+
+    def states_of(run_id: str) -> set[str | None]:
+        path = f"/dags/{runs[run_id]}/dagRuns/{run_id}/taskInstances"
+        tis[run_id] = af.expect_json(api.call("GET", path), 200)["task_instances"]
+        return {ti["state"] for ti in tis[run_id]}
+
     unpaused = {run_id: ExitStack() for run_id in runs}
-    ended: dict[str, dict[str, Any]] = {}
     try:
         for run_id, dag_id in runs.items():
             unpaused[run_id].enter_context(af.unpaused(api, dag_id))
 
-        def all_ended() -> bool:
-            for run_id, dag_id in runs.items():
-                if run_id not in ended:
-                    run = af.expect_json(api.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}"), 200)
-                    if run["state"] in af.FINAL_STATES:
-                        unpaused[run_id].close()
-                        ended[run_id] = run
-            return len(ended) == len(runs)
+        released: set[str] = set()
 
-        af.wait_until(all_ended, RUN_TIMEOUT, f"the runs {runs} to end", interval=2)
+        def all_under_way() -> bool:
+            for run_id, stack in unpaused.items():
+                if run_id not in released and not states_of(run_id) & {None, "scheduled", "queued"}:
+                    stack.close()
+                    released.add(run_id)
+            return len(released) == len(runs)
+
+        af.wait_until(all_under_way, RUN_TIMEOUT, f"every task of {runs} to start", interval=1)
     finally:
         for stack in unpaused.values():
             stack.close()
+    ended = {"success", "skipped", "failed", "upstream_failed"}
+    af.wait_until(
+        lambda: all(states_of(run_id) <= ended for run_id in runs),
+        RUN_TIMEOUT,
+        f"every task of {runs} to end",
+        interval=2,
+    )
     found = {}
     for run_id, dag_id in runs.items():
         af.delete_queued_scheduled_runs(api, dag_id)
-        path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances"
-        tis = af.expect_json(api.call("GET", path), 200)["task_instances"]
-        if ended[run_id]["state"] != "success":
-            report = af.tasks_report(tis, af.task_logs(api, dag_id, run_id, tis), lines=30)
-            pytest.fail(f"{dag_id} run {run_id} is {ended[run_id]['state']!r}; tasks:\n{report}")
-        found[run_id] = (dag_id, af.task_states(tis))
+        if states_of(run_id) & {"failed", "upstream_failed"}:
+            report = af.tasks_report(
+                tis[run_id], af.task_logs(api, dag_id, run_id, tis[run_id]), lines=30
+            )
+            pytest.fail(f"{dag_id} run {run_id} has a failed task:\n{report}")
+        found[run_id] = (dag_id, af.task_states(tis[run_id]))
     return found
 
 
