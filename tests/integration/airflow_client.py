@@ -5,6 +5,7 @@ logs. The `api` fixture (tests/integration/conftest.py) gives a logged-in client
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -194,6 +195,14 @@ def delete_queued_scheduled_runs(api: Api, dag_id: str) -> None:
     for scheduled in queued:
         reply = api.call("DELETE", f"/dags/{dag_id}/dagRuns/{scheduled['dag_run_id']}")
         assert reply.status_code in (204, 404, 409), f"{reply.status_code} {reply.text}"
+
+
+def xcom(api: Api, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+    """The value the task returned (its XCom `return_value`)."""
+    path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
+    value = expect_json(api.call("GET", path), 200)["value"]
+    # The API returns the stored value as is: JSON text or already a structure.
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def task_states(tis: list[dict[str, Any]]) -> dict[str, str]:

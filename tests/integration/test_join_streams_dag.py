@@ -15,7 +15,6 @@ were.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -122,9 +121,9 @@ def test_ensure_runs_start_each_join_stream_check_it_and_find_it_equal_to_its_re
     for dag_id, run_id in runs.items():
         status = streams[dag_id].status()
         assert status.running, f"{dag_id}: {status.describe()}"
-        started = _xcom(api, dag_id, run_id, "supervise")
+        started = af.xcom(api, dag_id, run_id, "supervise")
         assert started["running"] and started["pid"] == status.pid, (dag_id, started)
-        health = _xcom(api, dag_id, run_id, "check_health")
+        health = af.xcom(api, dag_id, run_id, "check_health")
         assert health["status"] == "healthy" and health["batch_id"] is not None, (dag_id, health)
     # The commerce DAG's stream took in the orders left for it.
     orders = {r["order_id"] for r in inputs if r.get("order_id")}
@@ -141,7 +140,7 @@ def test_ensure_runs_start_each_join_stream_check_it_and_find_it_equal_to_its_re
         )
         assert {r["verdict"] for r in judged} == {"passed"}, (dag_id, judged)
         assert sum(r["compared"] for r in judged) > 0, (dag_id, judged)
-    verdict = _xcom(api, "enrichment", runs["enrichment"], "reconcile")
+    verdict = af.xcom(api, "enrichment", runs["enrichment"], "reconcile")
     assert verdict["equal"] and verdict["events"]["compared"] > 0, verdict
 
 
@@ -237,10 +236,3 @@ def _run_side_by_side(
             pytest.fail(f"{dag_id} run {run_id} has a failed task:\n{report}")
         found[run_id] = (dag_id, af.task_states(tis[run_id]))
     return found
-
-
-def _xcom(api: af.Api, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
-    path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
-    value = af.expect_json(api.call("GET", path), 200)["value"]
-    # The API returns the stored value as is: JSON text or already a structure.
-    return json.loads(value) if isinstance(value, str) else value

@@ -16,7 +16,6 @@ does not accumulate test versions. Nothing here promotes or rolls back the servi
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -110,13 +109,6 @@ def _run(
         f"{dag_id} run {run['dag_run_id']} still {run['state']!r} after {RUN_TIMEOUT} s"
     )
     return run, tis, af.task_logs(api, dag_id, run["dag_run_id"], tis)
-
-
-def _xcom(api: af.Api, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
-    path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
-    value = af.expect_json(api.call("GET", path), 200)["value"]
-    # The API returns the stored value as is: JSON text or already a structure.
-    return json.loads(value) if isinstance(value, str) else value
 
 
 def _run_count(api: af.Api, dag_id: str) -> int:

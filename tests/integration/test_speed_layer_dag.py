@@ -11,7 +11,6 @@ so the module stops it at the end, whatever happened.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import uuid
@@ -91,9 +90,9 @@ def test_ensure_starts_a_stopped_stream(
     now = supervisor.status()
     assert now.running and now.pid is not None and now.started_at is not None, now.describe()
     assert supervisor.proc.pid_file.read_text().strip() == str(now.pid)
-    started = _xcom(api, run_id, "supervise")
+    started = af.xcom(api, DAG_ID, run_id, "supervise")
     assert started["pid"] == now.pid, started
-    health = _xcom(api, run_id, "check_health")
+    health = af.xcom(api, DAG_ID, run_id, "check_health")
     assert health["status"] == "healthy" and health["batch_id"] is not None, health
     # A progress row written by this very process, not one left by an earlier run.
     assert datetime.fromisoformat(health["last_batch_at"]) >= now.started_at, (health, now)
@@ -173,13 +172,6 @@ def _assert_success(api: af.Api, run_id: str) -> dict[str, str]:
         report = af.tasks_report(tis, af.task_logs(api, DAG_ID, run_id, tis), lines=30)
         pytest.fail(f"run {run_id} is {run['state']!r}; tasks:\n{report}")
     return af.task_states(tis)
-
-
-def _xcom(api: af.Api, run_id: str, task_id: str) -> dict[str, Any]:
-    path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
-    value = af.expect_json(api.call("GET", path), 200)["value"]
-    # The API returns the stored value as is: JSON text or already a structure.
-    return json.loads(value) if isinstance(value, str) else value
 
 
 def _wait_no_task_acting(api: af.Api) -> None:
