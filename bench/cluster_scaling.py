@@ -14,9 +14,10 @@ Steps:
    --max-load (it is shared: another engineer's tests may be running);
 3. --rounds times, each setting once per round, the order turned each round (one worker
    first, then two; then two first): one worker is the application limited to one executor
-   (`spark.cores.max=1`), two workers to two (`spark.cores.max=2`; each worker offers one
-   core). Each run starts fresh driver processes on the cluster (`spark://`), into a lakehouse
-   of its own on the cluster's MinIO:
+   (`spark.cores.max=1`), two workers to two (`spark.cores.max=2`: the master spreads an
+   application's cores over the workers, one executor on each). Each run starts fresh
+   driver processes on the cluster (`spark://`), into a lakehouse of its own on the
+   cluster's MinIO:
    - `python -m jobs.speed_layer --available-now` over the whole topic. Its catch-up rate is
      the events its micro-batches read (ops.speed_progress, input_rows) over the time from
      its first batch's start to its last batch's end (each row's processed_at, less the first
@@ -67,7 +68,8 @@ from jobs.contract import read_result
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.paths import REPO_ROOT, state_dir
 
-# Each setting's spark.cores.max: the workers offer one core each, so one executor per core.
+# Each setting's spark.cores.max: the master spreads an application's cores over the workers,
+# one executor of one core on each.
 SETTINGS = {"one_worker": 1, "two_workers": 2}
 LOCAL = Path("/tmp/tributary-bench")
 

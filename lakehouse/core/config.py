@@ -112,7 +112,7 @@ class SpeedSettings(_Frozen):
 MIN_DRIVER_MEMORY_MB = 512
 
 
-def _bytes(size: str) -> int:
+def jvm_size_bytes(size: str) -> int:
     """`512m` -> bytes (JVM sizes: k, m, g)."""
     return int(size[:-1]) * 2 ** (10 * "kmg".index(size[-1].lower()) + 10)
 
@@ -130,7 +130,7 @@ class SparkSettings(_Frozen):
     def _enough_memory(cls, value: str) -> str:
         # Below this the JVM does not start at all (Spark asks for 450m of reserved memory
         # and more), and says so only in a 300-line stack trace.
-        if _bytes(value) < MIN_DRIVER_MEMORY_MB * 2**20:
+        if jvm_size_bytes(value) < MIN_DRIVER_MEMORY_MB * 2**20:
             raise ValueError(f"must be at least {MIN_DRIVER_MEMORY_MB}m")
         return value
 
@@ -256,8 +256,13 @@ class ClusterSettings(_Frozen):
     # One worker per entry; each worker offers spark_worker_cores and spark_worker_memory.
     spark_worker_ports: tuple[int, ...] = Field(default=(7078, 7079), min_length=1)
     spark_worker_web_ports: tuple[int, ...] = Field(default=(8091, 8092), min_length=1)
-    spark_worker_cores: int = Field(default=1, ge=1)
-    spark_worker_memory: str = Field(default="2g", pattern=r"^\d+[kmgKMG]$")
+    # Cores are the master's scheduling slots, not CPUs. Each application takes at most
+    # spark.cores.max of them (config/cluster.yaml) and a stream holds its slots for its life,
+    # so the workers must offer enough for every stream the DAGs keep running and the batch
+    # runs beside them, or a batch run waits for an executor forever. The memory is one
+    # executor's (spark.executor.memory) per slot.
+    spark_worker_cores: int = Field(default=6, ge=1)
+    spark_worker_memory: str = Field(default="6g", pattern=r"^\d+[kmgKMG]$")
     # One broker (and KRaft controller, a quorum of all of them) per entry.
     kafka_ports: tuple[int, ...] = Field(default=(9192, 9193, 9194), min_length=1)
     kafka_controller_ports: tuple[int, ...] = Field(default=(9195, 9196, 9197), min_length=1)

@@ -115,3 +115,38 @@ def test_airflow_started_with_the_cluster_profile_runs_its_jobs_on_the_cluster(
     assert job.spark.master == SparkCluster(ctx).address()
     assert job.kafka.bootstrap_servers == KafkaCluster(ctx).address()
     assert job.s3.endpoint == MinioCluster(ctx).address()
+
+
+def test_the_workers_have_room_for_every_stream_and_a_batch_run_beside_them(
+    tmp_path: Path,
+) -> None:
+    """A stream holds its cores for its life: the workers `make cluster-up` starts offer
+    spark.cores.max cores (and an executor's memory for each) to each of the five streams the
+    DAGs keep running and to a batch run beside them. Without the cap, the first stream takes
+    every core and the batch_layer DAG's run waits for an executor forever."""
+    from lakehouse.cdc.supervisor import changelog_stream
+    from lakehouse.commerce.supervisor import commerce_stream
+    from lakehouse.core.config import jvm_size_bytes
+    from lakehouse.joins.supervisor import enrichment_stream
+    from lakehouse.joins.windowed_supervisor import stream_joins_stream
+    from lakehouse.speed.supervisor import speed_layer_stream
+
+    streams = {
+        s().module
+        for s in (
+            speed_layer_stream,
+            commerce_stream,
+            enrichment_stream,
+            stream_joins_stream,
+            changelog_stream,
+        )
+    }
+    settings = context(tmp_path).settings
+    per_app = int(settings.spark.conf["spark.cores.max"])
+    workers = len(settings.cluster.spark_worker_ports)
+    assert per_app == workers, "one executor on each worker"
+    cores = workers * settings.cluster.spark_worker_cores
+    assert cores >= per_app * (len(streams) + 1)
+    executor = jvm_size_bytes(settings.spark.conf["spark.executor.memory"])
+    memory = jvm_size_bytes(settings.cluster.spark_worker_memory)
+    assert memory >= executor * settings.cluster.spark_worker_cores

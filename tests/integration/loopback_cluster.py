@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -169,17 +170,28 @@ def leader_of(settings: Settings, topic: str) -> tuple[int, int]:
     return 0, int(first["leader_id"])
 
 
-def cores_on_each_worker(spark: Any, app: str) -> bool:
-    """The master lists every worker alive, each giving `app` a core."""
+def holds_its_cores(spark: Any, app: str) -> bool:
+    """The master lists every worker alive and `app` holding its spark.cores.max, one core
+    for each worker (config/cluster.yaml)."""
     state = spark.state() or {}
     alive = [w for w in state.get("workers", []) if w["state"] == "ALIVE"]
     apps = [a for a in state.get("activeapps", []) if a["id"] == app]
     return (
         len(alive) == len(CLUSTER.spark_worker_ports)
-        and all(w["coresused"] > 0 for w in alive)
         and bool(apps)
         and apps[0]["cores"] == len(CLUSTER.spark_worker_ports)
     )
+
+
+def workers_running(app: str) -> list[int]:
+    """The workers (numbered from 1) running an executor of `app`, from their own /json/."""
+    found = []
+    for number, port in enumerate(CLUSTER.spark_worker_web_ports, start=1):
+        with urllib.request.urlopen(f"http://{HOST}:{port}/json/", timeout=10) as answer:
+            state = json.loads(answer.read())
+        if any(e["appid"] == app for e in state.get("executors", [])):
+            found.append(number)
+    return found
 
 
 def produce_closed_hours(settings: Settings, topic: str, ledger: Path) -> tuple[datetime, datetime]:

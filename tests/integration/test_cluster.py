@@ -10,10 +10,11 @@ itself: the driver's REST API must list two executors that both ran tasks, and t
 must have given the application both workers.
 
 Faults, each while a job runs: the broker leading a partition killed with kill -9 and
-restarted, an executor killed, then a worker killed and restarted, a MinIO drive lost and
-restored, each under a stream reading events produced meanwhile (nothing lost, nothing
-doubled, the recovery times printed); MinIO stopped for 60 s during a batch run (waited out,
-or with its retries cut a clear failure that changes nothing).
+restarted, an executor killed, then a worker killed and restarted (and a batch run beside
+that stream gets executors of its own), a MinIO drive lost and restored, each under a stream
+reading events produced meanwhile (nothing lost, nothing doubled, the recovery times
+printed); MinIO stopped for 60 s during a batch run (waited out, or with its retries cut a
+clear failure that changes nothing).
 """
 
 from __future__ import annotations
@@ -39,11 +40,12 @@ from tests.integration.loopback_cluster import (
     HOST,
     MASTER,
     MASTER_WEB,
-    cores_on_each_worker,
     drive_states,
+    holds_its_cores,
     lakehouse,
     leader_of,
     produce_closed_hours,
+    workers_running,
 )
 from tests.integration.under_load import UnderLoad, newest_batch, wait_for
 
@@ -186,11 +188,13 @@ def test_an_executor_then_a_worker_killed_mid_stream_lose_nothing_and_double_not
     cluster: dict[str, str], tmp_path: Path
 ) -> None:
     """kill -9 of one of the stream's two executors on the cluster while events arrive: its
-    tasks run again elsewhere, its worker starts a new executor, and the stream goes on. Then
-    kill -9 of a worker (its executor follows it) and the worker started again 5 s later: the
-    master gives the stream an executor on it again. The driver's REST API names both
+    tasks run again elsewhere, the master starts a new executor on a worker with a free core,
+    and the stream goes on. Then kill -9 of a worker running one of its executors (which
+    follows it) and the worker started again 5 s later: the master gives the stream its lost
+    core again and lists the worker alive. The driver's REST API names both
     executors lost; the recovery times (a kill to the first batch committed after it) are
-    printed for docs/cluster.md (pytest -s)."""
+    printed for docs/cluster.md (pytest -s). Then a batch run beside the stream gets a core
+    on each worker from the master and completes."""
     import urllib.request
 
     from infra.services.base import Context
@@ -223,15 +227,16 @@ def test_an_executor_then_a_worker_killed_mid_stream_lose_nothing_and_double_not
         wait_for(lambda: newest_batch(run.settings) > executor_killed_at, 120, "a batch after it")
 
         spark = SparkCluster(Context(run.settings, state_dir(env)))
-        worker = spark.proc("spark-worker-1")
-        pid = worker.pid()
-        assert pid is not None, "worker 1 is not running"
+        # The replacement executor went to a worker with a free core: either of them.
+        number = workers_running(app)[0]
+        pid = spark.proc(f"spark-worker-{number}").pid()
+        assert pid is not None, f"worker {number} is not running"
         os.kill(pid, signal.SIGKILL)  # the worker's JVM alone: its executor sees it gone
         worker_killed_at = datetime.now(UTC)
         try:
             time.sleep(5)
         finally:
-            spark.restart_worker(1)
+            spark.restart_worker(number)
 
         def executors_seen() -> list[dict[str, Any]]:
             return [e for e in read(f"{rest}/{app}/allexecutors") if e["id"] != "driver"]
@@ -239,12 +244,15 @@ def test_an_executor_then_a_worker_killed_mid_stream_lose_nothing_and_double_not
         def active() -> list[dict[str, Any]]:
             return [e for e in executors_seen() if e["isActive"]]
 
-        # The master gives the stream a core on the worker back, and the executor it starts
-        # there registers with the driver.
+        # The master gives the stream its lost core back, on a worker with one free, and the
+        # executor it starts there registers with the driver; the restarted worker is alive.
         wait_for(lambda: len(active()) == len(CLUSTER.spark_worker_ports), 120, "a new executor")
-        assert cores_on_each_worker(spark, app), spark.state()
+        assert holds_its_cores(spark, app), spark.state()
         run.catch_up()
         seen = executors_seen()
+        # The stream keeps its cores for its life: a batch run, as Airflow starts one beside
+        # it, must get executors of its own (spark.cores.max) rather than wait forever.
+        assert batch_cores_beside(env, spark, app, run.cfg.start) == len(CLUSTER.spark_worker_ports)
         run.stop()
     lost = [e for e in seen if not e["isActive"]]
     assert len(lost) == 2, seen
@@ -253,6 +261,40 @@ def test_an_executor_then_a_worker_killed_mid_stream_lose_nothing_and_double_not
         after = min(r["processed_at"] for r in progress if r["processed_at"] > killed_at)
         print(f"{what} kill: recovered in {(after - killed_at).total_seconds():.1f} s")
     print("lost: " + "; ".join(f"{e['id']} {e['removeReason']!r}" for e in lost))
+
+
+def batch_cores_beside(env: dict[str, str], spark: Any, stream_app: str, first: datetime) -> int:
+    """jobs.batch_layer on the cluster over the minutes up to the stream's events, run while
+    the stream `stream_app` holds its cores; the most cores the master gave the batch run."""
+    minute = first.replace(second=0, microsecond=0)
+    wait_for(lambda: datetime.now(UTC) >= minute + timedelta(minutes=1), 70, "a closed minute")
+    end = datetime.now(UTC).replace(second=0, microsecond=0)
+    argv = ["--start", (minute - timedelta(hours=1)).isoformat(), "--end", end.isoformat()]
+    job = subprocess.Popen(
+        [sys.executable, "-m", "jobs.batch_layer", *argv],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    began = time.monotonic()
+    most, apps, deadline = 0, [], began + 300
+    while job.poll() is None and time.monotonic() < deadline:
+        apps = (spark.state() or {}).get("activeapps", [])
+        if any(a["id"] == stream_app and a["cores"] > 0 for a in apps):
+            batch = [a["cores"] for a in apps if a["name"] == "tributary-batch_layer"]
+            most = max([most, *batch])
+        time.sleep(1)
+    if job.poll() is None:
+        job.kill()
+    said = job.communicate()[0]
+    assert job.returncode == Exit.OK, (
+        f"the batch run beside the stream exited {job.returncode} (cores it got: {most}; "
+        f"the master's applications: {apps}):\n{said[-3000:]}"
+    )
+    print(f"a batch run beside the stream: {most} cores, {time.monotonic() - began:.0f} s")
+    return most
 
 
 def test_a_minio_drive_lost_during_writes_and_restored_loses_nothing(
