@@ -24,6 +24,7 @@ from lakehouse.core.storage import ensure_bucket
 from lakehouse.core.tables import BATCH
 from lakehouse.generator.clickstream import ANOMALY_PRESETS, GeneratorConfig, produce
 from lakehouse.ops.demo_cdc import CdcReport, run_cdc_demo
+from lakehouse.ops.demo_joins import JoinsReport, run_joins_demo
 from lakehouse.speed import stream
 from lakehouse.speed.accounting import Accounting, account, quarantine_reasons
 from lakehouse.speed.micro_batch import SpeedOutputs
@@ -58,6 +59,7 @@ class DemoReport:
     newest_windows: list[Row]
     seam: SeamReport | None  # lambda mode only
     cdc: CdcReport | None = None
+    joins: JoinsReport | None = None
 
 
 def run_demo(settings: Settings, events: int, seed: int, say: Callable[[str], None]) -> DemoReport:
@@ -75,13 +77,21 @@ def run_demo(settings: Settings, events: int, seed: int, say: Callable[[str], No
     per_batch = max(1, math.ceil(events / DEMO_MICRO_BATCHES))
     speed = settings.speed.model_copy(update={"max_offsets_per_trigger": per_batch})
     caught_up = stream.catch_up(spark, settings.model_copy(update={"speed": speed}), say)
+    cdc = run_cdc_demo(spark, settings, say)
+    # The join reads the history tables the change data capture part fills.
+    joins = (
+        run_joins_demo(spark, settings, say)
+        if cdc.failed is None
+        else JoinsReport(failed="it needs the change data capture part's history tables")
+    )
     return DemoReport(
         caught_up=caught_up,
         accounting=account(spark, settings, OUT),
         reasons=quarantine_reasons(spark, settings, OUT),
         newest_windows=newest_windows(spark, settings),
         seam=last_hour_across_the_seam(spark, settings, say) if settings.mode == "lambda" else None,
-        cdc=run_cdc_demo(spark, settings, say),
+        cdc=cdc,
+        joins=joins,
     )
 
 

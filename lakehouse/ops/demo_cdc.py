@@ -1,5 +1,7 @@
-"""The demo's change data capture part: one UPDATE of a user in PostgreSQL, followed through
-Debezium's topic and the changelog stream to silver.users_current and silver.users_history.
+"""The demo's change data capture part: the shop's users and products the click events name
+(with a few changes to them over the demo's hour, for the join part to meet), then one UPDATE
+of a user in PostgreSQL, followed through Debezium's topic and the changelog stream to
+silver.users_current and silver.users_history.
 
 The connector is registered if missing; the changelog stream runs `availableNow` here, or,
 when it is already running (the cdc DAG keeps it up), the demo waits for it to read the
@@ -12,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.config import Settings
@@ -22,6 +25,11 @@ if TYPE_CHECKING:
 DEMO_USER = "u0001"
 SEGMENTS = ("new", "casual", "regular", "loyal", "vip")
 WAIT_SECONDS = 120.0
+# The shop's business clock starts before the demo's events (the last hour) and reaches into
+# it: the rows the click events name exist when they happen, and some change meanwhile.
+SHOP_CHANGES = 60
+SHOP_CLOCK_START = timedelta(hours=2)
+SHOP_CLOCK_STEP = timedelta(seconds=5)
 
 
 @dataclass(frozen=True)
@@ -54,21 +62,50 @@ def run_cdc_demo(spark: SparkSession, settings: Settings, say: Callable[[str], N
     from lakehouse.cdc.capture import ensure_changelog_topics, ensure_connector
     from lakehouse.cdc.connector import CdcError
     from lakehouse.core.kafka_io import KafkaUnavailableError
+    from lakehouse.generator.shop_changes import ChangeApplyError
 
     try:
         say("==> change data capture: the connector")
         ensure_connector(settings.cdc)
         ensure_changelog_topics(settings)
+        say(f"==> the shop: {seed_shop(settings)}")
         topic = settings.cdc.topic("users")
         before = _topic_end(settings, topic)
         update = update_user(settings)
         say(f"==> {update}; waiting for Debezium to publish it to {topic!r}")
         _wait(lambda: _topic_end(settings, topic) > before, f"the change in {topic}")
         apply_changes(spark, settings, say)
-    except (CdcError, KafkaUnavailableError, TimeoutError) as err:
+    except (CdcError, ChangeApplyError, KafkaUnavailableError, TimeoutError) as err:
         return CdcReport(failed=str(err))
     current, history = user_rows(spark, settings, DEMO_USER)
     return CdcReport(None, update, current, history)
+
+
+def seed_shop(settings: Settings) -> str:
+    """The users and products the click events name, inserted where the shop lacks them, then
+    SHOP_CHANGES inserts and updates (no deletes) on the business clock; what was done."""
+    import random
+
+    from lakehouse.core.paths import state_dir
+    from lakehouse.generator.clickstream import PRODUCTS, GeneratorConfig
+    from lakehouse.generator.shop_changes import ChangeConfig, apply_changes
+
+    now = datetime.now(UTC)
+    cfg = ChangeConfig(
+        count=SHOP_CHANGES,
+        seed=random.SystemRandom().randrange(1, 10**6),
+        start=now - SHOP_CLOCK_START,
+        users=GeneratorConfig.users,
+        products=PRODUCTS,
+        deletes=0.0,
+        step=SHOP_CLOCK_STEP,
+    )
+    ledger = state_dir() / "ledgers" / f"demo-shop-{now:%Y%m%dT%H%M%S}.jsonl"
+    done = apply_changes(settings.cdc, cfg, ledger, per_transaction=50)
+    return (
+        f"{done['applied']} changes committed to PostgreSQL, {done['seeded']} of them the users "
+        f"and products the events name (ledger {ledger})"
+    )
 
 
 def update_user(settings: Settings) -> str:

@@ -80,7 +80,8 @@ def test_demo_job_end_to_end_on_minio(
     spark: SparkSession, kafka_up: str, minio_up: str, minio_settings: Settings, topic_name: str
 ) -> None:
     """`make demo`'s steps against the lakehouse on MinIO: produce with anomalies, run the
-    speed layer to the end of the log, and the accounting balances. (In kappa mode: the
+    speed layer to the end of the log, and the accounting balances; the shop's change
+    followed into silver, and every accepted event enriched and judged. (In kappa mode: the
     batch layer's hour is the batch layer's tests' to prove.)"""
     from lakehouse.ops.demo import run_demo
 
@@ -100,3 +101,11 @@ def test_demo_job_end_to_end_on_minio(
     assert counts.quarantined > 0 and counts.duplicates > 0
     assert counts.late > 0, "read in several micro-batches: some events are set aside as late"
     assert report.reasons and report.newest_windows and report.seam is None
+    assert report.cdc is not None and report.cdc.failed is None, report.cdc
+    # Every accepted event joined with the user valid at its time, and judged equal.
+    joins = report.joins
+    assert joins is not None and joins.failed is None, joins
+    users = {status: n for dimension, status, n in joins.matches if dimension == "user"}
+    assert sum(users.values()) == counts.silver, joins.matches
+    assert users.get("matched", 0) > 0, joins.matches
+    assert joins.revenue and joins.verdict.endswith("equal their recompute"), joins
