@@ -3,10 +3,8 @@
     python -m jobs.demo [--events N] [--seed S]
 
 1. produces N click-stream events to the `events` topic, with the generator's default mix of
-   anomalies (malformed JSON, wrong types, missing fields, duplicates, late, far-future and
-   oversized records), and keeps a ledger of what it sent;
-2. runs the speed layer over the log until it has caught up (or, when the speed layer is
-   already running, e.g. started by Airflow, waits for it to catch up);
+   anomalies, and keeps a ledger of what it sent;
+2. runs the speed layer over the log until it has caught up (or waits for a running one);
 3. prints what landed where, checks that every record is accounted for, and says where to look;
 4. puts the users and products the events name in PostgreSQL, updates a user, and follows
    the changes through Debezium and the changelog stream to silver (users_current, _history);
