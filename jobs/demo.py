@@ -2,8 +2,7 @@
 
     python -m jobs.demo [--events N] [--seed S]
 
-1. produces N click-stream events to the `events` topic, with the generator's default mix of
-   anomalies, and keeps a ledger of what it sent;
+1. produces N click-stream events with the usual anomalies to `events`, keeping a ledger;
 2. runs the speed layer over the log until it has caught up (or waits for a running one);
 3. prints what landed where, checks that every record is accounted for, and says where to look;
 4. puts the users and products the events name in PostgreSQL, updates a user, and follows
