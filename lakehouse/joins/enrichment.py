@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -106,16 +106,29 @@ class EnrichmentProcessor:
         app = self.app_id(spark)
         untried = self._next == batch_id and self._begun != batch_id
         self._begun = batch_id
-        pins = self.pin(spark, app, batch_id, untried)
-        histories = {name: self.history(spark, name, pins.get(name)) for name in DIMENSIONS}
-        events = batch.select(*EVENT_COLUMNS, "event_date").localCheckpoint()
-        held = [events]
-        try:
-            self.write(spark, app, batch_id, untried, pins, histories, events, held, started)
-        finally:
-            # Spark keeps a local checkpoint's blocks until its JVM collects them.
-            for frame in held:
-                release_local_checkpoint(frame)
+        held: list[DataFrame] = []
+        # The pins are committed while the batch is joined, and before any output is written.
+        with ThreadPoolExecutor(1) as pool:
+            pins, recorded = self.pin(spark, app, batch_id, untried, pool)
+            histories = {name: self.history(spark, name, pins.get(name)) for name in DIMENSIONS}
+            try:
+                events = batch.select(*EVENT_COLUMNS, "event_date").localCheckpoint()
+                held.append(events)
+                self.write(
+                    spark,
+                    app,
+                    batch_id,
+                    untried,
+                    (pins, recorded),
+                    histories,
+                    events,
+                    held,
+                    started,
+                )
+            finally:
+                # Spark keeps a local checkpoint's blocks until its JVM collects them.
+                for frame in held:
+                    release_local_checkpoint(frame)
         self._next = batch_id + 1
         self._pinned = (batch_id, pins)
 
@@ -125,13 +138,15 @@ class EnrichmentProcessor:
         app: str,
         batch_id: int,
         untried: bool,
-        pins: Pins,
+        pinned: tuple[Pins, Future[None]],
         histories: Mapping[str, DataFrame],
         events: DataFrame,
         held: list[DataFrame],
         started: float,
     ) -> None:
-        """The batch's enriched rows, corrections, partial rows and progress row."""
+        """The batch's enriched rows, corrections, partial rows and progress row; the outputs
+        once the pins are recorded (`pinned`: the pins, and their commit)."""
+        pins, recorded = pinned
         fresh = enrich_events(events.drop("event_date"), histories["users"], histories["products"])
         fresh = fresh.join(events.select("event_id", "event_date"), "event_id").localCheckpoint()
         held.append(fresh)
@@ -147,6 +162,7 @@ class EnrichmentProcessor:
             rows = rows.unionByName(self.stamped(corrected, batch_id, True))
             partials = partials.unionByName(correction_partials(before, after))
         settings, out = self.settings, self.outputs
+        recorded.result()  # a batch whose pins failed to commit writes nothing
         appends = [
             (rows, out.enriched),
             (partials.withColumn("batch_id", F.lit(batch_id).cast("bigint")), out.revenue),
@@ -181,13 +197,17 @@ class EnrichmentProcessor:
             }
         )
 
-    def pin(self, spark: SparkSession, app: str, batch_id: int, untried: bool) -> Pins:
+    def pin(
+        self, spark: SparkSession, app: str, batch_id: int, untried: bool, pool: Executor
+    ) -> tuple[Pins, Future[None]]:
         """The history versions batch `batch_id` joins with: those its first try recorded,
-        or (a first try) the latest, recorded now."""
+        or (a first try) the latest, recorded in `pool`; and that record's commit."""
         if not untried:
             found = pins_of(spark, self.settings, app, batch_id, self.outputs.pins)
             if found is not None:
-                return found
+                done: Future[None] = Future()
+                done.set_result(None)
+                return found, done
         # The latest versions, read by delta-rs (no Spark job; the same snapshot Spark reads).
         latest = {
             name: latest_version(self.settings, history_table(captured))
@@ -201,8 +221,10 @@ class EnrichmentProcessor:
             "pinned_at": datetime.now(UTC),
         }
         pins = small_frame(spark, [row], self.outputs.pins)
-        append_batch(pins, self.outputs.pins, self.settings, app, batch_id, untried=untried)
-        return latest
+        target = self.outputs.pins
+        return latest, pool.submit(
+            append_batch, pins, target, self.settings, app, batch_id, untried=untried
+        )
 
     def history(self, spark: SparkSession, name: str, version: int | None) -> DataFrame:
         """A dimension's history at `version`, read once per version."""

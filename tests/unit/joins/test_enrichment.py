@@ -5,6 +5,7 @@ history its first try pinned and writes nothing twice."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -141,7 +142,8 @@ def test_a_retried_batch_joins_the_history_its_first_try_pinned(spark, lake) -> 
     second = silver(spark, [("e2", "u1", "p1", 40)])
     # The first try of batch 1 pins the history and dies before it writes anything else.
     crashed = EnrichmentProcessor(settings, checkpoint)
-    crashed.pin(spark, crashed.app_id(spark), 1, untried=False)
+    with ThreadPoolExecutor(1) as pool:
+        crashed.pin(spark, crashed.app_id(spark), 1, False, pool)[1].result()
     # Then the user's segment changes, and batch 1 is tried again by a restarted stream.
     write_history(
         spark,
