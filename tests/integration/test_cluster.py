@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -270,11 +271,13 @@ def batch_cores_beside(env: dict[str, str], spark: Any, stream_app: str, first: 
     wait_for(lambda: datetime.now(UTC) >= minute + timedelta(minutes=1), 70, "a closed minute")
     end = datetime.now(UTC).replace(second=0, microsecond=0)
     argv = ["--start", (minute - timedelta(hours=1)).isoformat(), "--end", end.isoformat()]
+    # Its output to a file: a pipe nobody reads while it runs would stop it once full.
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed below)
     job = subprocess.Popen(
         [sys.executable, "-m", "jobs.batch_layer", *argv],
         env=env,
         cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
     )
@@ -288,7 +291,10 @@ def batch_cores_beside(env: dict[str, str], spark: Any, stream_app: str, first: 
         time.sleep(1)
     if job.poll() is None:
         job.kill()
-    said = job.communicate()[0]
+    job.wait()
+    with log:
+        log.seek(0)
+        said = log.read()
     assert job.returncode == Exit.OK, (
         f"the batch run beside the stream exited {job.returncode} (cores it got: {most}; "
         f"the master's applications: {apps}):\n{said[-3000:]}"
