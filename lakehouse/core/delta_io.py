@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
-from lakehouse.core.frames import rows_frame
+from lakehouse.core.frames import rows_arrow, rows_frame
 from lakehouse.core.spark import HOW_TO_RUN
 from lakehouse.core.tables import Table
 from lakehouse.core.times import from_micros
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from delta.tables import DeltaMergeBuilder
     from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
     from pyspark.sql.streaming import StreamingQuery
@@ -261,6 +262,46 @@ def append_batch(
             return
         writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
     writer.save(table.path(settings))
+
+
+def append_rows_batch(
+    spark: SparkSession,
+    rows: list[dict[str, Any]],
+    table: Table,
+    settings: Settings,
+    app_id: str,
+    batch_id: int,
+    untried: bool = False,
+) -> None:
+    """append_batch of a few rows built in Python (a progress row). An untried batch's rows
+    go to a table that exists through delta-rs (small_tables.append_marked), without a Spark
+    job; a retry looks for its mark through Spark, as append_batch does."""
+    from lakehouse.core.small_tables import append_marked
+
+    def arrow(partitioned: tuple[str, ...]) -> pa.Table:
+        return rows_arrow(rows, table.spark_schema())
+
+    if untried and append_marked(settings, table, arrow, app_id, batch_id):
+        return
+    frame = small_frame(spark, rows, table)
+    append_batch(frame, table, settings, app_id, batch_id, untried=untried)
+
+
+def append_small_batch(
+    df: DataFrame, table: Table, settings: Settings, app_id: str, batch_id: int, untried: bool
+) -> None:
+    """append_batch of a frame of a few rows (a view's partial rows): for an untried batch
+    and a table that exists, collected to the driver and committed by delta-rs
+    (small_tables.append_marked); Spark still computes the rows."""
+    from lakehouse.core.small_tables import append_marked
+
+    def arrow(partitioned: tuple[str, ...]) -> pa.Table:
+        layout = [name for name in table.layout_names if name in partitioned]
+        return with_layout(conformed(df, table), table, only=layout).toArrow()
+
+    if untried and append_marked(settings, table, arrow, app_id, batch_id):
+        return
+    append_batch(df, table, settings, app_id, batch_id, untried=untried)
 
 
 # A table's one writer commits at most a few times per batch (its append, a compaction or a

@@ -13,14 +13,25 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
 
 def rows_frame(spark: SparkSession, rows: Iterable[Any], schema: str | DataType) -> DataFrame:
     """A DataFrame of `rows` (tuples or Rows in the schema's column order, or dicts by name).
     `schema` is a StructType or DDL ("id long, at timestamp"); any other type (e.g. "string")
     makes one column named value, as in createDataFrame."""
+    struct, table = _arrow_rows(rows, schema)
+    return spark.createDataFrame(table, struct)
+
+
+def rows_arrow(rows: Iterable[Any], schema: str | StructType) -> pa.Table:
+    """`rows` as rows_frame reads them, as an Arrow table in the schema's Arrow types."""
+    return _arrow_rows(rows, schema)[1]
+
+
+def _arrow_rows(rows: Iterable[Any], schema: str | DataType) -> tuple[StructType, pa.Table]:
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import DataType, StructField, StructType
@@ -35,8 +46,7 @@ def rows_frame(spark: SparkSession, rows: Iterable[Any], schema: str | DataType)
         field.name: [_arrow_value(r[i], field.dataType) for r in records]
         for i, field in enumerate(struct.fields)
     }
-    table = pa.Table.from_pydict(columns, schema=to_arrow_schema(struct))
-    return spark.createDataFrame(table, struct)
+    return struct, pa.Table.from_pydict(columns, schema=to_arrow_schema(struct))
 
 
 def _record(row: Any, names: list[str]) -> Sequence[Any]:

@@ -21,7 +21,7 @@ pins its first try recorded, and reads the events' earlier rows from batches bef
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -35,9 +35,10 @@ from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
     append_batch,
+    append_rows_batch,
+    append_small_batch,
     read_table,
     read_table_at,
-    small_frame,
     table_exists,
 )
 from lakehouse.core.small_tables import table_version as latest_version
@@ -112,8 +113,7 @@ class EnrichmentProcessor:
             pins, recorded = self.pin(spark, app, batch_id, untried, pool)
             histories = {name: self.history(spark, name, pins.get(name)) for name in DIMENSIONS}
             try:
-                events = batch.select(*EVENT_COLUMNS, "event_date").localCheckpoint()
-                held.append(events)
+                events = batch.select(*EVENT_COLUMNS, "event_date")  # read once, below
                 self.write(
                     spark,
                     app,
@@ -147,8 +147,8 @@ class EnrichmentProcessor:
         """The batch's enriched rows, corrections, partial rows and progress row; the outputs
         once the pins are recorded (`pinned`: the pins, and their commit)."""
         pins, recorded = pinned
-        fresh = enrich_events(events.drop("event_date"), histories["users"], histories["products"])
-        fresh = fresh.join(events.select("event_id", "event_date"), "event_id").localCheckpoint()
+        # The join keeps every column of the events, event_date among them.
+        fresh = enrich_events(events, histories["users"], histories["products"]).localCheckpoint()
         held.append(fresh)
         rows = self.stamped(fresh, batch_id, False)
         partials = revenue_by_segment(fresh)
@@ -163,30 +163,31 @@ class EnrichmentProcessor:
             partials = partials.unionByName(correction_partials(before, after))
         settings, out = self.settings, self.outputs
         recorded.result()  # a batch whose pins failed to commit writes nothing
-        appends = [
-            (rows, out.enriched),
-            (partials.withColumn("batch_id", F.lit(batch_id).cast("bigint")), out.revenue),
+        partials = partials.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+        appends: list[tuple[Callable[..., None], DataFrame, Table]] = [
+            (append_batch, rows, out.enriched),
+            (append_small_batch, partials, out.revenue),  # a few rows: delta-rs commits them
         ]
         # Each append is mostly planning and committing on the driver, one core's work: side
         # by side they finish sooner, as the speed layer's writes. The progress row, which
         # says the batch is done, comes after both.
-        with ThreadPoolExecutor(len(appends)) as pool:
+        with ThreadPoolExecutor(len(appends) + 1) as pool:
+            counted = pool.submit(fresh.count)  # each event once
             for done in [
-                pool.submit(append_batch, frame, target, settings, app, batch_id, untried=untried)
-                for frame, target in appends
+                pool.submit(write, frame, target, settings, app, batch_id, untried=untried)
+                for write, frame, target in appends
             ]:
                 done.result()  # a failed append fails the batch
         row = {
             "app_id": app,
             "batch_id": batch_id,
-            "events": events.count(),
+            "events": counted.result(),
             "corrected": corrected_count,
             "versions": {k: v for k, v in pins.items() if v is not None},
             "processed_at": datetime.now(UTC),
             "duration_seconds": round(time.monotonic() - started, 3),
         }
-        progress = small_frame(spark, [row], out.progress)
-        append_batch(progress, out.progress, settings, app, batch_id, untried=untried)
+        append_rows_batch(spark, [row], out.progress, settings, app, batch_id, untried=untried)
 
     @staticmethod
     def stamped(rows: DataFrame, batch_id: int, corrected: bool) -> DataFrame:
@@ -220,10 +221,9 @@ class EnrichmentProcessor:
             "versions": {k: v for k, v in latest.items() if v is not None},
             "pinned_at": datetime.now(UTC),
         }
-        pins = small_frame(spark, [row], self.outputs.pins)
         target = self.outputs.pins
         return latest, pool.submit(
-            append_batch, pins, target, self.settings, app, batch_id, untried=untried
+            append_rows_batch, spark, [row], target, self.settings, app, batch_id, untried
         )
 
     def history(self, spark: SparkSession, name: str, version: int | None) -> DataFrame:
@@ -283,10 +283,9 @@ class EnrichmentProcessor:
         ]
         before = affected[0] if len(affected) == 1 else affected[0].unionByName(affected[1])
         before = before.distinct().select(*ROW_COLUMNS).localCheckpoint()
-        again = enrich_events(
-            before.select(*EVENT_COLUMNS), histories["users"], histories["products"]
+        after = enrich_events(
+            before.select(*EVENT_COLUMNS, "event_date"), histories["users"], histories["products"]
         )
-        after = again.join(before.select("event_id", "event_date"), "event_id")
         return before, after.select(*ROW_COLUMNS)
 
 

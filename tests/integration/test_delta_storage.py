@@ -3,6 +3,8 @@ reader (delta-rs, the `deltalake` package) read back the same rows."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import delta_rs_location, read_table
 from lakehouse.core.frames import rows_frame
-from lakehouse.core.tables import Table
+from lakehouse.core.tables import Table, table
 from tests.jobs_in_process import RunJob
 
 if TYPE_CHECKING:
@@ -70,6 +72,32 @@ def test_delta_on_minio_through_s3a(
         )
     ]
     assert any(n.endswith("00000000000000000001.json") for n in names), names
+
+
+def test_a_stream_s_few_rows_reach_minio_through_delta_rs(
+    spark: SparkSession, minio_settings: Settings, minio_up: str
+) -> None:
+    """An untried batch's progress row is committed by delta-rs (lakehouse.core.small_tables)
+    on S3 as on local disk, after Spark created the table: Spark reads both rows and finds
+    the second batch's mark, so its retry writes nothing."""
+    from lakehouse.core.delta_io import append_rows_batch, marked_by
+
+    target = replace(table("ops.enrichment_pins"), name="tests.minio_small_rows")
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+
+    def append(batch_id: int, untried: bool) -> None:
+        row = {"app_id": "t", "batch_id": batch_id, "versions": {"users": 1}, "pinned_at": at}
+        append_rows_batch(spark, [row], target, minio_settings, "t", batch_id, untried)
+
+    append(0, True)  # no table yet: Spark creates it
+    append(1, True)
+    append(1, False)  # the retry finds the mark
+    path = target.path(minio_settings)
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
+    assert [str(h["engineInfo"]).startswith("delta-rs") for h in history] == [False, True]
+    assert marked_by(spark, target, minio_settings, "t", 1)
+    stored = read_table(spark, target, minio_settings).orderBy("batch_id").collect()
+    assert [(r["batch_id"], r["versions"]) for r in stored] == [(n, {"users": 1}) for n in (0, 1)]
 
 
 def test_unknown_table_names_the_known_ones() -> None:

@@ -1,11 +1,28 @@
-"""lakehouse.core.small_tables.has_rows: whether a table holds a row, read by delta-rs from the
-files' statistics, as a job's Spark-free check before it starts a JVM."""
+"""lakehouse.core.small_tables: whether a table holds a row, read by delta-rs from the files'
+statistics, as a job's Spark-free check before it starts a JVM; a stream's few-row appends
+committed by delta-rs (through delta_io's append_small_batch and append_rows_batch)."""
 
 from __future__ import annotations
 
-from lakehouse.core.delta_io import append_new, small_frame
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.core.delta_io import (
+    append_new,
+    append_rows_batch,
+    append_small_batch,
+    marked_by,
+    read_table,
+    small_frame,
+)
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.small_tables import has_rows
 from lakehouse.core.tables import table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 PROGRESS = table("ops.cdc_progress")
 
@@ -17,3 +34,69 @@ def test_a_table_has_rows_only_once_a_row_is_written(spark, local_settings) -> N
     nulls = tuple(None for _ in PROGRESS.spark_schema().fields)
     append_new(small_frame(spark, [nulls], PROGRESS), PROGRESS, local_settings)
     assert has_rows(local_settings, PROGRESS)
+
+
+PARTIALS = replace(table("speed.revenue_by_segment"), name="tests.small_partials")
+APP = "tests:query"
+
+
+def partial_rows(spark, batch_id: int, hour: int) -> DataFrame:
+    at = datetime(2026, 3, 1, hour, 10, tzinfo=UTC)
+    rows = [(at, at + timedelta(minutes=1), "gold", "books", 2, Decimal("12.50"), batch_id)]
+    return rows_frame(spark, rows, PARTIALS.spark_schema())
+
+
+def by_delta_rs(spark, path: str) -> list[bool]:
+    """For each commit of the table, oldest first, whether delta-rs made it."""
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
+    return [str(r["engineInfo"]).startswith("delta-rs") for r in history]
+
+
+def test_an_untried_batch_s_few_rows_are_committed_by_delta_rs_as_spark_would(
+    spark, local_settings
+) -> None:
+    """The first append creates the table through Spark; the next untried batch's rows are
+    committed by delta-rs into the same partitions (the layout column), read back by Spark as
+    written, and carry the batch mark, so a retry of that batch writes nothing."""
+    path = PARTIALS.path(local_settings)
+    append_small_batch(partial_rows(spark, 0, 9), PARTIALS, local_settings, APP, 0, True)
+    append_small_batch(partial_rows(spark, 1, 10), PARTIALS, local_settings, APP, 1, True)
+    assert by_delta_rs(spark, path) == [False, True]
+    append_small_batch(partial_rows(spark, 1, 10), PARTIALS, local_settings, APP, 1, False)
+
+    stored = spark.read.format("delta").load(path).orderBy("batch_id").collect()
+    assert [(r["batch_id"], r["window_hour"]) for r in stored] == [
+        (0, "2026-03-01T09"),
+        (1, "2026-03-01T10"),
+    ]
+    expected = partial_rows(spark, 0, 9).unionByName(partial_rows(spark, 1, 10)).collect()
+    assert read_table(spark, PARTIALS, local_settings).orderBy("batch_id").collect() == expected
+    assert marked_by(spark, PARTIALS, local_settings, APP, 1)
+
+
+def test_a_progress_row_from_the_driver_keeps_its_map_and_time_through_delta_rs(
+    spark, local_settings
+) -> None:
+    target = replace(table("ops.enrichment_progress"), name="tests.small_progress")
+    at = datetime(2026, 3, 1, 10, 0, 1, 250000, tzinfo=UTC)
+
+    def row(batch_id: int) -> dict[str, Any]:
+        return {
+            "app_id": APP,
+            "batch_id": batch_id,
+            "events": 10 + batch_id,
+            "corrected": 0,
+            "versions": {"users": 3, "silver": 7 + batch_id},
+            "processed_at": at,
+            "duration_seconds": 0.5,
+        }
+
+    for batch_id in range(3):
+        append_rows_batch(spark, [row(batch_id)], target, local_settings, APP, batch_id, True)
+    append_rows_batch(spark, [row(2)], target, local_settings, APP, 2)  # a retry: written
+
+    assert by_delta_rs(spark, target.path(local_settings)) == [False, True, True]
+    stored = read_table(spark, target, local_settings).orderBy("batch_id").collect()
+    # PySpark gives a timestamp as a naive datetime in this process's local time.
+    local = at.astimezone().replace(tzinfo=None)
+    assert [r.asDict() for r in stored] == [row(n) | {"processed_at": local} for n in range(3)]
