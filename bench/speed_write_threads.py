@@ -1,10 +1,11 @@
 """How much sooner does a micro-batch finish with its table writes side by side, with
 another number of tasks rebuilding Delta's table state, with another value of any Spark
-setting, or with its appends made without looking for an earlier try?
+setting, with its appends made without looking for an earlier try, or with its few-row
+commits made by delta-rs?
 
     .venv/bin/python -m bench.speed_write_threads [--batches 30] [--events-per-batch 300 2500]
                         [--threads 1 4 | --delta-log-tasks 4 1 | --conf KEY VALUE VALUE ...
-                         | --untried-appends]
+                         | --untried-appends | --small-commits]
                         [--minutes-per-batch 0.1] [--backlog]
 
 The same micro-batches (bench.speed_aging's synthetic Kafka records, --minutes-per-batch of
@@ -14,7 +15,9 @@ this noisy machine falls on every variant alike. The variants are the values of
 `speed.write_threads` (--threads, the default), of `spark.delta_log_tasks` (--delta-log-tasks)
 or of the Spark setting KEY (--conf), or (--untried-appends) every append checked by Delta's
 transaction id (delta_io.append_once, as before batch marks) against the stream's own
-(delta_io.append_batch: a batch it knows untried appends without looking); a setting is set on
+(delta_io.append_batch: a batch it knows untried appends without looking), or
+(--small-commits) the views' partial rows and the progress row appended through Spark against
+the stream's own (delta-rs, for a batch it knows untried); a setting is set on
 the session around each batch, and the MERGEs' own sessions carry it over (as they do
 `lakehouse.core.spark.HOW_TO_RUN`). The figure is each variant's median batch time over the
 first variant's, after a warm-up of 5 batches. Nothing waits in Kafka after a batch, so each
@@ -54,24 +57,46 @@ class Variant:
     write_threads: int | None = None  # None: as configured
     conf: tuple[str, str] | None = None  # a Spark setting and its value
     txn_checked: bool = False  # every append by Delta's transaction id (append_once)
+    spark_small_commits: bool = False  # the few-row appends through Spark, not delta-rs
 
 
 @contextmanager
 def appends_of(variant: Variant) -> Iterator[None]:
-    """The variant's appends: the stream's own, or each checked by Delta's transaction id."""
-    if not variant.txn_checked:
+    """The variant's appends: the stream's own, each checked by Delta's transaction id, or
+    the few-row ones through Spark."""
+    if variant.txn_checked:
+
+        def checked(df, table, settings, app_id, batch_id, layout=None, untried=False):  # type: ignore[no-untyped-def]
+            delta_io.append_once(df, table, settings, app_id, batch_id, layout)
+
+        with replaced(micro_batch, "append_batch", checked):
+            yield
+    elif variant.spark_small_commits:
+
+        def small(df, table, settings, app_id, batch_id, untried, layout=None):  # type: ignore[no-untyped-def]
+            delta_io.append_batch(df, table, settings, app_id, batch_id, layout, untried)
+
+        def rows(spark, rows, table, settings, app_id, batch_id, untried=False):  # type: ignore[no-untyped-def]
+            frame = delta_io.small_frame(spark, rows, table)
+            delta_io.append_batch(frame, table, settings, app_id, batch_id, untried=untried)
+
+        with (
+            replaced(micro_batch, "append_small_batch", small),
+            replaced(micro_batch, "append_rows_batch", rows),
+        ):
+            yield
+    else:
         yield
-        return
 
-    def checked(df, table, settings, app_id, batch_id, layout=None, untried=False):  # type: ignore[no-untyped-def]
-        delta_io.append_once(df, table, settings, app_id, batch_id, layout)
 
-    own = micro_batch.append_batch
-    micro_batch.append_batch = checked  # type: ignore[assignment]
+@contextmanager
+def replaced(module: Any, name: str, function: Any) -> Iterator[None]:
+    own = getattr(module, name)
+    setattr(module, name, function)
     try:
         yield
     finally:
-        micro_batch.append_batch = own
+        setattr(module, name, own)
 
 
 def run(
@@ -138,6 +163,7 @@ def main() -> None:
     vary.add_argument("--delta-log-tasks", type=int, nargs="+")
     vary.add_argument("--conf", nargs="+", metavar=("KEY", "VALUE"))
     vary.add_argument("--untried-appends", action="store_true")
+    vary.add_argument("--small-commits", action="store_true")
     parser.add_argument("--minutes-per-batch", type=float, default=0.1)
     parser.add_argument("--backlog", action="store_true")
     args = parser.parse_args()
@@ -152,6 +178,8 @@ def main() -> None:
         variants = [Variant(f"{key}={value}", conf=(key, value)) for value in values]
     elif args.untried_appends:
         variants = [Variant("txn_checked", txn_checked=True), Variant("untried_unchecked")]
+    elif args.small_commits:
+        variants = [Variant("spark_small_commits", spark_small_commits=True), Variant("delta_rs")]
     else:
         variants = [Variant(str(t), write_threads=t) for t in args.threads or [1, 4]]
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")

@@ -61,3 +61,26 @@ WALL_CLOCK = {
     "total_lag",
     "app_id",
 }
+
+
+def by_delta_rs(spark: SparkSession, table_path: str) -> list[bool]:
+    """For each commit of the table, oldest first, whether delta-rs made it."""
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{table_path}`").orderBy("version").collect()
+    return [str(r["engineInfo"]).startswith("delta-rs") for r in history]
+
+
+def batch_engines(spark: SparkSession, table_path: str) -> dict[int, str]:
+    """Per batch id a stream marked a commit with (delta_io.batch_mark), which engine made
+    that commit: "delta-rs" or "spark"."""
+    import json
+
+    from lakehouse.core.delta_io import MARK_PREFIX
+
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{table_path}`").collect()
+    return {
+        json.loads(r["userMetadata"].removeprefix(MARK_PREFIX))["batch"]: (
+            "delta-rs" if str(r["engineInfo"]).startswith("delta-rs") else "spark"
+        )
+        for r in history
+        if (r["userMetadata"] or "").startswith(MARK_PREFIX)
+    }

@@ -288,20 +288,27 @@ def append_rows_batch(
 
 
 def append_small_batch(
-    df: DataFrame, table: Table, settings: Settings, app_id: str, batch_id: int, untried: bool
+    df: DataFrame,
+    table: Table,
+    settings: Settings,
+    app_id: str,
+    batch_id: int,
+    untried: bool,
+    layout: Collection[str] | None = None,
 ) -> None:
     """append_batch of a frame of a few rows (a view's partial rows): for an untried batch
     and a table that exists, collected to the driver and committed by delta-rs
-    (small_tables.append_marked); Spark still computes the rows."""
+    (small_tables.append_marked), with the layout columns the table is partitioned by; Spark
+    still computes the rows. `layout`: as append_batch's, for an append through Spark."""
     from lakehouse.core.small_tables import append_marked
 
     def arrow(partitioned: tuple[str, ...]) -> pa.Table:
-        layout = [name for name in table.layout_names if name in partitioned]
-        return with_layout(conformed(df, table), table, only=layout).toArrow()
+        laid_out = [name for name in table.layout_names if name in partitioned]
+        return with_layout(conformed(df, table), table, only=laid_out).toArrow()
 
     if untried and append_marked(settings, table, arrow, app_id, batch_id):
         return
-    append_batch(df, table, settings, app_id, batch_id, untried=untried)
+    append_batch(df, table, settings, app_id, batch_id, layout, untried=untried)
 
 
 # A table's one writer commits at most a few times per batch (its append, a compaction or a

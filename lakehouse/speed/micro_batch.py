@@ -33,12 +33,12 @@ from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
     append_batch,
-    append_new,
+    append_rows_batch,
+    append_small_batch,
     compact_small_files,
     fold_partials,
     read_table_at,
     retention_keeping,
-    small_frame,
     stored_layout,
     table_exists,
     table_version,
@@ -47,6 +47,7 @@ from lakehouse.core.delta_io import (
 from lakehouse.core.frames import rows_frame
 from lakehouse.core.spark import interpreted_projections, release_local_checkpoint
 from lakehouse.core.tables import REPLAY, SPEED, Table, table
+from lakehouse.core.times import from_micros
 from lakehouse.speed.seen_events import (
     SeenEvents,
     fingerprint,
@@ -173,6 +174,19 @@ class PinnedState:
     waiting: int | None = None  # records left in Kafka when the previous batch ended
     # What moves the watermark (transforms.lateness).
     marks: PartitionMarks = field(default_factory=PartitionMarks)
+
+
+def progress_record(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The progress row as stored: its microsecond columns also as timestamps."""
+
+    def instant(micros: int | None) -> datetime | None:
+        return None if micros is None else from_micros(micros)
+
+    return {
+        **row,
+        "watermark": instant(row["watermark_micros"]),
+        "newest_event_time": instant(row["newest_event_micros"]),
+    }
 
 
 def pinned_from(progress: Mapping[str, Any]) -> PinnedState:
@@ -480,18 +494,13 @@ class MicroBatchProcessor:
             # Written last: its row is what the next batch (or a replay of this one) pins.
             with steps("progress"):
                 row = self.progress_row(spark, stats, pinned, batch_id, app, started, steps.seconds)
-                # The two timestamps are Spark's reading of the micros, as every reader's.
-                derived = {"watermark": None, "newest_event_time": None}
-                progress = small_frame(spark, [row | derived], out.progress).withColumns(
-                    {
-                        "watermark": F.timestamp_micros("watermark_micros"),
-                        "newest_event_time": F.timestamp_micros("newest_event_micros"),
-                    }
-                )
                 # Keyed by (app_id, batch_id): looked up, not left to Delta's transaction check,
-                # which costs a rebuild of the table's state every batch (delta_io.append_new).
+                # which costs a rebuild of the table's state every batch. Known unwritten, it is
+                # appended without looking (delta_io.append_rows_batch).
                 if untouched or not self.progress_written(spark, app, batch_id):
-                    append_new(progress, out.progress, settings)
+                    append_rows_batch(
+                        spark, [progress_record(row)], out.progress, settings, app, batch_id, True
+                    )
             self._committed = (app, batch_id + 1, pinned_from(row))
             self.seen.add(added, row["silver_version"])
         finally:
@@ -619,7 +628,7 @@ class MicroBatchProcessor:
         (lakehouse.transforms.partials). A view is never read to be written."""
         target = getattr(self.outputs, name)
         layout = self.layout_of(spark, target)
-        append_batch(rows, target, self.settings, app, batch_id, layout, untried=untouched)
+        append_small_batch(rows, target, self.settings, app, batch_id, untouched, layout)
 
     def layout_of(self, spark: SparkSession, target: Table) -> tuple[str, ...]:
         """The table's stored layout (delta_io.stored_layout), read once: the stream is its

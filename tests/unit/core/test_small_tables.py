@@ -20,6 +20,7 @@ from lakehouse.core.delta_io import (
 from lakehouse.core.frames import rows_frame
 from lakehouse.core.small_tables import has_rows
 from lakehouse.core.tables import table
+from tests.delta_files import by_delta_rs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -44,12 +45,6 @@ def partial_rows(spark, batch_id: int, hour: int) -> DataFrame:
     at = datetime(2026, 3, 1, hour, 10, tzinfo=UTC)
     rows = [(at, at + timedelta(minutes=1), "gold", "books", 2, Decimal("12.50"), batch_id)]
     return rows_frame(spark, rows, PARTIALS.spark_schema())
-
-
-def by_delta_rs(spark, path: str) -> list[bool]:
-    """For each commit of the table, oldest first, whether delta-rs made it."""
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
-    return [str(r["engineInfo"]).startswith("delta-rs") for r in history]
 
 
 def test_an_untried_batch_s_few_rows_are_committed_by_delta_rs_as_spark_would(

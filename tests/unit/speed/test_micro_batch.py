@@ -25,7 +25,7 @@ from lakehouse.speed.micro_batch import (
 )
 from lakehouse.speed.seen_events import SeenEvents, held_arrays, seen_in
 from lakehouse.transforms.dedup import as_firsts, conflicting_deliveries
-from tests.delta_files import age_commits, replaced_files
+from tests.delta_files import age_commits, batch_engines, replaced_files
 from tests.lakehouses import copied, local_lakehouse, moved_to
 from tests.micro_batches import kafka_records, query_checkpoint
 
@@ -421,6 +421,28 @@ def test_compacting_while_streaming_changes_files_never_rows(spark, streamed: St
                 assert len(stored.inputFiles()) == hours, name
             elif name != streamed.kept_by_plain[0]:
                 assert stored.count() > rows, f"{name}: batch 1 shares keys with batch 0"
+
+
+def test_a_batch_known_unbegun_commits_its_few_rows_through_delta_rs(
+    spark, streamed: Streamed
+) -> None:
+    """Batch 0 creates every table through Spark. Batch 1, which the processor that wrote
+    batch 0 knows it has not begun, commits its views' partial rows and its progress row
+    through delta-rs, and its records and events through Spark. Batch 1 on a restarted
+    stream (`looked_after`) may have been tried before: its views look for their marks and
+    append through Spark; its progress row, once looked up, is known unwritten."""
+    out = SpeedOutputs.live()
+    for name in (*VIEW_STEPS, "progress"):
+        path = getattr(out, name).path(streamed.plain)
+        assert batch_engines(spark, path) == {0: "spark", 1: "delta-rs"}, name
+    for name in ("raw", "silver"):
+        assert batch_engines(spark, getattr(out, name).path(streamed.plain)) == {
+            0: "spark",
+            1: "spark",
+        }, name
+    for name in VIEW_STEPS:
+        assert batch_engines(spark, getattr(out, name).path(streamed.looked_after))[1] == "spark"
+    assert batch_engines(spark, out.progress.path(streamed.looked_after))[1] == "delta-rs"
 
 
 def removed_files(table_path: str) -> set[str]:
