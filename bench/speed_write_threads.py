@@ -5,7 +5,7 @@ commits made by delta-rs?
 
     .venv/bin/python -m bench.speed_write_threads [--batches 30] [--events-per-batch 300 2500]
                         [--threads 1 4 | --delta-log-tasks 4 1 | --conf KEY VALUE VALUE ...
-                         | --untried-appends | --small-commits]
+                         | --untried-appends | --small-commits | --delta-rs-rows 0 50000]
                         [--minutes-per-batch 0.1] [--backlog]
 
 The same micro-batches (bench.speed_aging's synthetic Kafka records, --minutes-per-batch of
@@ -17,7 +17,8 @@ or of the Spark setting KEY (--conf), or (--untried-appends) every append checke
 transaction id (delta_io.append_once, as before batch marks) against the stream's own
 (delta_io.append_batch: a batch it knows untried appends without looking), or
 (--small-commits) the views' partial rows and the progress row appended through Spark against
-the stream's own (delta-rs, for a batch it knows untried); a setting is set on
+the stream's own (delta-rs, for a batch it knows untried), or (--delta-rs-rows) the values of
+`speed.delta_rs_append_rows` (the largest append delta-rs commits); a setting is set on
 the session around each batch, and the MERGEs' own sessions carry it over (as they do
 `lakehouse.core.spark.HOW_TO_RUN`). The figure is each variant's median batch time over the
 first variant's, after a warm-up of 5 batches. Nothing waits in Kafka after a batch, so each
@@ -55,6 +56,7 @@ WARM_UP_BATCHES = 5
 class Variant:
     label: str
     write_threads: int | None = None  # None: as configured
+    delta_rs_rows: int | None = None  # speed.delta_rs_append_rows; None: as configured
     conf: tuple[str, str] | None = None  # a Spark setting and its value
     txn_checked: bool = False  # every append by Delta's transaction id (append_once)
     spark_small_commits: bool = False  # the few-row appends through Spark, not delta-rs
@@ -109,8 +111,15 @@ def run(
     spark = None
     for i, variant in enumerate(variants):
         run_name = f"write-threads-{stamp}-{events}-{i}"
-        threads = {} if variant.write_threads is None else {"write_threads": variant.write_threads}
-        settings = bench_settings("local", "bench-write-threads", run_name, **threads)
+        speed = {
+            key: value
+            for key, value in (
+                ("write_threads", variant.write_threads),
+                ("delta_rs_append_rows", variant.delta_rs_rows),
+            )
+            if value is not None
+        }
+        settings = bench_settings("local", "bench-write-threads", run_name, **speed)
         spark = spark or get_spark("bench-speed-write-threads", settings)
         checkpoint = Path(f"/tmp/tributary-bench/{run_name}/checkpoint")
         checkpoint.mkdir(parents=True)
@@ -164,6 +173,7 @@ def main() -> None:
     vary.add_argument("--conf", nargs="+", metavar=("KEY", "VALUE"))
     vary.add_argument("--untried-appends", action="store_true")
     vary.add_argument("--small-commits", action="store_true")
+    vary.add_argument("--delta-rs-rows", type=int, nargs="+")
     parser.add_argument("--minutes-per-batch", type=float, default=0.1)
     parser.add_argument("--backlog", action="store_true")
     args = parser.parse_args()
@@ -178,8 +188,13 @@ def main() -> None:
         variants = [Variant(f"{key}={value}", conf=(key, value)) for value in values]
     elif args.untried_appends:
         variants = [Variant("txn_checked", txn_checked=True), Variant("untried_unchecked")]
+    elif args.delta_rs_rows:
+        variants = [Variant(f"delta_rs_rows={n}", delta_rs_rows=n) for n in args.delta_rs_rows]
     elif args.small_commits:
-        variants = [Variant("spark_small_commits", spark_small_commits=True), Variant("delta_rs")]
+        variants = [
+            Variant("spark_small_commits", spark_small_commits=True, delta_rs_rows=0),
+            Variant("delta_rs"),
+        ]
     else:
         variants = [Variant(str(t), write_threads=t) for t in args.threads or [1, 4]]
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")

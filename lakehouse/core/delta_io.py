@@ -311,6 +311,24 @@ def append_small_batch(
     append_batch(df, table, settings, app_id, batch_id, layout, untried=untried)
 
 
+def append_counted_batch(
+    df: DataFrame,
+    table: Table,
+    settings: Settings,
+    app_id: str,
+    batch_id: int,
+    untried: bool,
+    rows: int,
+    layout: Collection[str] | None = None,
+) -> None:
+    """append_batch of `df`, which holds `rows` rows: as append_small_batch (delta-rs) when
+    they are at most `speed.delta_rs_append_rows`, through Spark's distributed write above."""
+    if rows <= settings.speed.delta_rs_append_rows:
+        append_small_batch(df, table, settings, app_id, batch_id, untried, layout)
+    else:
+        append_batch(df, table, settings, app_id, batch_id, layout, untried=untried)
+
+
 # A table's one writer commits at most a few times per batch (its append, a compaction or a
 # fold, a vacuum's start and end): a retried batch's mark, if it was committed, is among the
 # last commits. The search stops at the first of the writer's marks it meets.

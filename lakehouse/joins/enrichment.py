@@ -21,7 +21,7 @@ pins its first try recorded, and reads the events' earlier rows from batches bef
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -34,7 +34,7 @@ from lakehouse.cdc.shop import PRODUCTS, USERS, CapturedTable
 from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
-    append_batch,
+    append_counted_batch,
     append_rows_batch,
     append_small_batch,
     read_table,
@@ -164,24 +164,28 @@ class EnrichmentProcessor:
         settings, out = self.settings, self.outputs
         recorded.result()  # a batch whose pins failed to commit writes nothing
         partials = partials.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-        appends: list[tuple[Callable[..., None], DataFrame, Table]] = [
-            (append_batch, rows, out.enriched),
-            (append_small_batch, partials, out.revenue),  # a few rows: delta-rs commits them
-        ]
+        events_count = fresh.count()  # each event once
         # Each append is mostly planning and committing on the driver, one core's work: side
-        # by side they finish sooner, as the speed layer's writes. The progress row, which
-        # says the batch is done, comes after both.
-        with ThreadPoolExecutor(len(appends) + 1) as pool:
-            counted = pool.submit(fresh.count)  # each event once
-            for done in [
-                pool.submit(write, frame, target, settings, app, batch_id, untried=untried)
-                for write, frame, target in appends
-            ]:
+        # by side they finish sooner, as the speed layer's writes. A batch's few rows are
+        # committed by delta-rs (delta_io.append_counted_batch, append_small_batch). The
+        # progress row, which says the batch is done, comes after both.
+        with ThreadPoolExecutor(2) as pool:
+            appends = [
+                pool.submit(
+                    append_counted_batch,
+                    *(rows, out.enriched, settings, app, batch_id, untried),
+                    events_count + corrected_count,
+                ),
+                pool.submit(
+                    append_small_batch, partials, out.revenue, settings, app, batch_id, untried
+                ),
+            ]
+            for done in appends:
                 done.result()  # a failed append fails the batch
         row = {
             "app_id": app,
             "batch_id": batch_id,
-            "events": counted.result(),
+            "events": events_count,
             "corrected": corrected_count,
             "versions": {k: v for k, v in pins.items() if v is not None},
             "processed_at": datetime.now(UTC),

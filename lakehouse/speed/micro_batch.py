@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
-    append_batch,
+    append_counted_batch,
     append_rows_batch,
     append_small_batch,
     compact_small_files,
@@ -431,31 +431,21 @@ class MicroBatchProcessor:
                     spark, compute(on_time), name, app, batch_id, untouched
                 )
 
-            if out.raw is not None:
-                bronze = out.raw
-                writes["bronze"] = (
-                    stats.input_rows,
-                    lambda: append_batch(raw, bronze, settings, app, batch_id, untried=untouched),
+            def append(
+                frame: DataFrame, target: Table, rows: int
+            ) -> tuple[int, Callable[[], None]]:
+                return rows, lambda: append_counted_batch(
+                    frame, target, settings, app, batch_id, untouched, rows
                 )
+
+            if out.raw is not None:
+                writes["bronze"] = append(raw, out.raw, stats.input_rows)
             writes |= {
-                "quarantine": (
-                    stats.quarantined + stats.conflicting,
-                    lambda: append_batch(
-                        quarantined, out.quarantine, settings, app, batch_id, untried=untouched
-                    ),
+                "quarantine": append(
+                    quarantined, out.quarantine, stats.quarantined + stats.conflicting
                 ),
-                "silver": (
-                    stats.new_events,
-                    lambda: append_batch(
-                        flagged, out.silver, settings, app, batch_id, untried=untouched
-                    ),
-                ),
-                "late": (
-                    stats.late_events,
-                    lambda: append_batch(
-                        late, out.late, settings, app, batch_id, untried=untouched
-                    ),
-                ),
+                "silver": append(flagged, out.silver, stats.new_events),
+                "late": append(late, out.late, stats.late_events),
                 **{name: (stats.on_time, partial_write(name)) for name in VIEW_STEPS},
             }
             due = [

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.delta_io import (
+    append_counted_batch,
     append_new,
     append_rows_batch,
     append_small_batch,
@@ -67,6 +68,26 @@ def test_an_untried_batch_s_few_rows_are_committed_by_delta_rs_as_spark_would(
     expected = partial_rows(spark, 0, 9).unionByName(partial_rows(spark, 1, 10)).collect()
     assert read_table(spark, PARTIALS, local_settings).orderBy("batch_id").collect() == expected
     assert marked_by(spark, PARTIALS, local_settings, APP, 1)
+
+
+def test_an_append_goes_through_delta_rs_only_when_small_enough(spark, local_settings) -> None:
+    """delta_rs_append_rows bounds what the driver collects: a batch with more rows than it
+    goes through Spark's distributed write, as does a batch that may have been tried."""
+    target = replace(PARTIALS, name="tests.counted_partials")
+    settings = local_settings.model_copy(
+        update={"speed": local_settings.speed.model_copy(update={"delta_rs_append_rows": 1})}
+    )
+
+    def append(batch_id: int, rows: int, untried: bool = True) -> None:
+        frame = partial_rows(spark, batch_id, 9)
+        append_counted_batch(frame, target, settings, APP, batch_id, untried, rows)
+
+    append(0, 1)  # creates the table: Spark
+    append(1, 1)
+    append(2, 2)  # more rows than the bound
+    append(3, 1, untried=False)  # looks for its mark first
+    assert by_delta_rs(spark, target.path(settings)) == [False, True, False, False]
+    assert read_table(spark, target, settings).count() == 4
 
 
 def test_a_progress_row_from_the_driver_keeps_its_map_and_time_through_delta_rs(
