@@ -11,7 +11,8 @@ Steps, all in one process and one SparkSession so the ratios compare like with l
    floors: the same stream, each micro-batch read, parsed, validated and deduplicated within
    itself, no view and no write (bench.floors): no speed layer can be faster; then the same
    plus two plain Delta appends per batch (its raw records, its new events); then plus the
-   least the other outputs need (three per-batch views and a progress row, appended);
+   least the other outputs need (three per-batch views and a progress row, appended), with
+   those four appends through Spark, then (as the speed layer commits them) through delta-rs;
 3. catch-up: run the speed layer (availableNow) over the same topic, once per storage, with
    fresh tables: the highest rate it can sustain is at most this throughput;
 4. sustained: produce at --sustain-rate events/s in real time for --sustain-seconds while the
@@ -174,23 +175,35 @@ def appends_floor_rate(spark: Any, settings: Settings, run: str) -> float:
     return drain_rate(spark, settings, run, "appends-floor", two_appends)
 
 
-def tables_floor_rate(spark: Any, settings: Settings, run: str) -> float:
+def tables_floor_rate(
+    spark: Any, settings: Settings, run: str, few_rows_by_delta_rs: bool = False
+) -> float:
     """The appends floor, plus the least that the issue's other per-batch outputs need: each
     of the three views computed over the batch's own new events alone (no earlier window or
     session read back, no MERGE) and appended, and a one-row progress append. Six plain
     appends per batch, `speed.write_threads` at a time, as the speed layer runs its writes;
     the new events are computed once (cached), not once per table. Quarantine and late
-    events are left out (a stream without either would write neither)."""
+    events are left out (a stream without either would write neither). With
+    `few_rows_by_delta_rs`, the views' rows and the progress row (a few rows each) are
+    collected and committed by delta-rs, as the speed layer commits them."""
     from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
 
     from lakehouse.transforms.bronze import to_raw_records
     from lakehouse.transforms.sessions import sessionize
     from lakehouse.transforms.windows import active_users_per_page, count_events_per_minute
 
-    folder = f"/tmp/tributary-bench/{run}/tables-floor"
+    floor = "tables-floor" + ("-delta-rs" if few_rows_by_delta_rs else "")
+    folder = f"/tmp/tributary-bench/{run}/{floor}"
+    few_rows = {"counts", "active_users", "sessions"} if few_rows_by_delta_rs else set()
 
     def append(df: Any, name: str) -> None:
-        df.write.format("delta").mode("append").save(f"{folder}/{name}")
+        if name in few_rows:
+            write_deltalake(f"{folder}/{name}", df.toArrow(), mode="append")
+        else:
+            df.write.format("delta").mode("append").save(f"{folder}/{name}")
 
     def six_appends(batch: Any) -> None:
         raw = batch.transform(to_raw_records)
@@ -207,11 +220,15 @@ def tables_floor_rate(spark: Any, settings: Settings, run: str) -> float:
             with ThreadPoolExecutor(settings.speed.write_threads) as pool:
                 for done in [pool.submit(append, df, name) for name, df in outputs.items()]:
                     done.result()
-            append(spark.createDataFrame([(new_events,)], "new_events long"), "progress")
+            if few_rows_by_delta_rs:
+                progress = pa.table({"new_events": pa.array([new_events], pa.int64())})
+                write_deltalake(f"{folder}/progress", progress, mode="append")
+            else:
+                append(spark.createDataFrame([(new_events,)], "new_events long"), "progress")
         finally:
             new.unpersist()
 
-    return drain_rate(spark, settings, run, "tables-floor", six_appends)
+    return drain_rate(spark, settings, run, floor, six_appends)
 
 
 def speed_catch_up(spark: Any, settings: Settings) -> dict[str, Any]:
@@ -354,6 +371,10 @@ def main() -> None:
     results["tables_floor_events_per_second"] = round(tables_floor_rate(spark, base, run))
     results["tables_floor_ratio_to_raw_read"] = round(
         results["tables_floor_events_per_second"] / results["raw_read_events_per_second"], 3
+    )
+    print("==> floor: the same, the views and the progress row committed by delta-rs", flush=True)
+    results["tables_floor_delta_rs_events_per_second"] = round(
+        tables_floor_rate(spark, base, run, few_rows_by_delta_rs=True)
     )
     for storage in args.storage:
         print(f"==> speed layer catch-up on {storage}", flush=True)
