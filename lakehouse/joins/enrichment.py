@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from pyspark.sql import Window
 from pyspark.sql import functions as F
@@ -44,7 +44,7 @@ from lakehouse.core.delta_io import (
 from lakehouse.core.small_tables import table_version as latest_version
 from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.joins.outputs import EnrichmentOutputs
-from lakehouse.transforms.as_of import Dimension
+from lakehouse.transforms.as_of import Dimension, timeline
 from lakehouse.transforms.enrichment import (
     ENRICHED_COLUMNS,
     PRODUCT,
@@ -52,7 +52,7 @@ from lakehouse.transforms.enrichment import (
     affected_events,
     corrected_rows,
     correction_partials,
-    enrich_events,
+    enrich_by_timelines,
     revenue_by_segment,
 )
 
@@ -93,7 +93,7 @@ class EnrichmentProcessor:
         # The pins of the batch this processor committed last, and the history it joined
         # (small, read once per version rather than once per batch).
         self._pinned: tuple[int, Pins] | None = None
-        self._histories: dict[tuple[str, int | None], DataFrame] = {}
+        self._histories: dict[tuple[str, int | None], Known] = {}
 
     def app_id(self, spark: SparkSession) -> str:
         if self._app_id is None:
@@ -139,7 +139,7 @@ class EnrichmentProcessor:
         batch_id: int,
         untried: bool,
         pinned: tuple[Pins, Future[None]],
-        histories: Mapping[str, DataFrame],
+        histories: Mapping[str, Known],
         events: DataFrame,
         held: list[DataFrame],
         started: float,
@@ -148,7 +148,7 @@ class EnrichmentProcessor:
         once the pins are recorded (`pinned`: the pins, and their commit)."""
         pins, recorded = pinned
         # The join keeps every column of the events, event_date among them.
-        fresh = enrich_events(events, histories["users"], histories["products"]).localCheckpoint()
+        fresh = enrich_as_pinned(events, histories).localCheckpoint()
         held.append(fresh)
         rows = self.stamped(fresh, batch_id, False)
         partials = revenue_by_segment(fresh)
@@ -230,14 +230,16 @@ class EnrichmentProcessor:
             append_rows_batch, spark, [row], target, self.settings, app, batch_id, untried
         )
 
-    def history(self, spark: SparkSession, name: str, version: int | None) -> DataFrame:
-        """A dimension's history at `version`, read once per version."""
+    def history(self, spark: SparkSession, name: str, version: int | None) -> Known:
+        """A dimension's history at `version` and its timeline, built once per version."""
         key = (name, version)
         if key not in self._histories:
             for old in [k for k in self._histories if k[0] == name]:
-                release_local_checkpoint(self._histories.pop(old))
-            found = history_at(spark, self.settings, name, version)
-            self._histories[key] = found.localCheckpoint()
+                for frame in self._histories.pop(old):
+                    release_local_checkpoint(frame)
+            found = history_at(spark, self.settings, name, version).localCheckpoint()
+            segments = timeline(found, DIMENSIONS[name][0]).localCheckpoint()
+            self._histories[key] = Known(found, segments)
         return self._histories[key]
 
     def corrections(
@@ -246,7 +248,7 @@ class EnrichmentProcessor:
         app: str,
         batch_id: int,
         pins: Pins,
-        histories: Mapping[str, DataFrame],
+        histories: Mapping[str, Known],
     ) -> tuple[DataFrame, DataFrame] | None:
         """The earlier events a change since the previous batch's pins may re-enrich: their
         latest rows (before) and their enrichment at `pins` (after); None when no history
@@ -259,7 +261,7 @@ class EnrichmentProcessor:
         if previous is None or not table_exists(spark, enriched, self.settings):
             return None
         changed = {
-            name: histories[name].exceptAll(
+            name: histories[name].history.exceptAll(
                 history_at(spark, self.settings, name, previous.get(name))
             )
             for name in DIMENSIONS
@@ -287,10 +289,20 @@ class EnrichmentProcessor:
         ]
         before = affected[0] if len(affected) == 1 else affected[0].unionByName(affected[1])
         before = before.distinct().select(*ROW_COLUMNS).localCheckpoint()
-        after = enrich_events(
-            before.select(*EVENT_COLUMNS, "event_date"), histories["users"], histories["products"]
-        )
+        after = enrich_as_pinned(before.select(*EVENT_COLUMNS, "event_date"), histories)
         return before, after.select(*ROW_COLUMNS)
+
+
+class Known(NamedTuple):
+    """A dimension's history at a pinned version, and its timeline (transforms.as_of)."""
+
+    history: DataFrame
+    timeline: DataFrame
+
+
+def enrich_as_pinned(events: DataFrame, histories: Mapping[str, Known]) -> DataFrame:
+    """`events` enriched as of their time with the dimensions' pinned histories."""
+    return enrich_by_timelines(events, histories["users"].timeline, histories["products"].timeline)
 
 
 def history_at(

@@ -78,41 +78,84 @@ def as_of_join(
 ) -> DataFrame:
     """`events` (one row per `identity`) with `dimension`'s columns as of each event's time,
     its status (STATUSES) and the version's LSN; every event once, in any order."""
+    return join_timeline(events, timeline(history, dimension), dimension, time_column)
+
+
+def timeline(history: DataFrame, dimension: Dimension) -> DataFrame:
+    """The dimension's history as each key's timeline: segments [seg_from, seg_to) (null: no
+    bound) that cover all time without overlapping, each with the version that holds in it
+    (the one committed last, where versions overlap) or, where none does, the status that
+    says why (NOT_YET before the key's first version, DELETED after it). An event then falls
+    in exactly one segment of its key, so the join needs no ranking of candidates; build it
+    once per history version, beside the events it is joined with."""
     [key] = dimension.table.key
-    event_key, at = F.col(f"_e.{dimension.event_key}"), F.col(f"_e.{time_column}")
     versions = history.select(
         F.col(key).alias("_key"),
         "valid_from",
         "valid_to",
         F.col("lsn").alias("_lsn"),
         *(F.col(c).alias(f"_d_{c}") for c in dimension.columns),
-    ).alias("_v")
+    )
+    # A version holds over a whole segment or none of it: each segment runs between two
+    # consecutive instants at which some version of the key starts or ends.
+    bounds = (
+        versions.select("_key", F.col("valid_from").alias("seg_from"))
+        .unionByName(
+            versions.where(F.col("valid_to").isNotNull()).select(
+                "_key", F.col("valid_to").alias("seg_from")
+            )
+        )
+        .distinct()
+    )
+    following = Window.partitionBy("_key").orderBy("seg_from")
+    segments = bounds.withColumn("seg_to", F.lead("seg_from").over(following))
+    first = versions.groupBy("_key").agg(F.min("valid_from").alias("seg_to"))
+    lead_in = first.select("_key", F.lit(None).cast("timestamp").alias("seg_from"), "seg_to")
     holds = (
-        (event_key == F.col("_v._key"))
-        & (F.col("_v.valid_from") <= at)
-        & (F.col("_v.valid_to").isNull() | (at < F.col("_v.valid_to")))
+        (F.col("_s._key") == F.col("_v._key"))
+        & (F.col("_v.valid_from") <= F.col("_s.seg_from"))
+        & (F.col("_v.valid_to").isNull() | (F.col("_s.seg_from") < F.col("_v.valid_to")))
     )
-    # A dimension's history is small beside the events: sent to every task, not shuffled.
-    candidates = events.alias("_e").join(F.broadcast(versions), holds, "left")
-    latest = Window.partitionBy(F.col(f"_e.{identity}")).orderBy(F.col("_v._lsn").desc_nulls_last())
-    chosen = candidates.withColumn("_pick", F.row_number().over(latest)).where("_pick = 1")
+    covered = segments.alias("_s").join(versions.alias("_v"), holds, "left")
+    last = Window.partitionBy("_s._key", "_s.seg_from").orderBy(F.col("_v._lsn").desc_nulls_last())
+    picked = (
+        covered.withColumn("_pick", F.row_number().over(last))
+        .where("_pick = 1")
+        .select(
+            "_s.*",
+            "_v._lsn",
+            *(f"_v._d_{c}" for c in dimension.columns),
+            F.when(F.col("_v._lsn").isNotNull(), F.lit(MATCHED))
+            .otherwise(F.lit(DELETED))
+            .alias("_status"),
+        )
+    )
+    return picked.unionByName(
+        lead_in.withColumn("_status", F.lit(NOT_YET)), allowMissingColumns=True
+    )
 
-    first_from = history.groupBy(F.col(key).alias("_key")).agg(
-        F.min("valid_from").alias("_first_from")
+
+def join_timeline(
+    events: DataFrame, segments: DataFrame, dimension: Dimension, time_column: str = "event_time"
+) -> DataFrame:
+    """as_of_join with the dimension's `timeline`: each event and the one segment of its key
+    that holds its time; UNKNOWN for a key with none, NO_KEY for an event without a key."""
+    key, at = F.col(f"_e.{dimension.event_key}"), F.col(f"_e.{time_column}")
+    holds = (
+        (key == F.col("_t._key"))
+        & (F.col("_t.seg_from").isNull() | (F.col("_t.seg_from") <= at))
+        & (F.col("_t.seg_to").isNull() | (at < F.col("_t.seg_to")))
     )
-    judged = chosen.select("_e.*", "_v._lsn", *(f"_v._d_{c}" for c in dimension.columns)).join(
-        F.broadcast(first_from).alias("_f"), F.col(dimension.event_key) == F.col("_f._key"), "left"
-    )
+    # A dimension's timeline is small beside the events: sent to every task, not shuffled.
+    joined = events.alias("_e").join(F.broadcast(segments.alias("_t")), holds, "left")
     status = (
-        F.when(F.col(dimension.event_key).isNull(), F.lit(NO_KEY))
-        .when(F.col("_lsn").isNotNull(), F.lit(MATCHED))
-        .when(F.col("_first_from").isNull(), F.lit(UNKNOWN))
-        .when(F.col(time_column) < F.col("_first_from"), F.lit(NOT_YET))
-        .otherwise(F.lit(DELETED))
+        F.when(key.isNull(), F.lit(NO_KEY))
+        .when(F.col("_t._status").isNull(), F.lit(UNKNOWN))
+        .otherwise(F.col("_t._status"))
     )
-    return judged.select(
-        *(F.col(f"`{c}`") for c in events.columns),
-        *(F.col(f"_d_{c}").alias(out) for c, out in dimension.columns.items()),
+    return joined.select(
+        *(F.col(f"_e.`{c}`") for c in events.columns),
+        *(F.col(f"_t._d_{c}").alias(out) for c, out in dimension.columns.items()),
         status.alias(dimension.status_column),
-        F.col("_lsn").alias(dimension.version_column),
+        F.col("_t._lsn").alias(dimension.version_column),
     )

@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.cdc.shop import PRODUCTS, USERS
-from lakehouse.transforms.as_of import MATCHED, UNKNOWN, Dimension, as_of_join
+from lakehouse.transforms.as_of import MATCHED, UNKNOWN, Dimension, join_timeline, timeline
 
 PRODUCT = Dimension(
     PRODUCTS, "product_id", {"category": "category", "price": "list_price"}, "product"
@@ -41,8 +41,18 @@ def enrich_events(
     events: DataFrame, users_history: DataFrame, products_history: DataFrame
 ) -> DataFrame:
     """`events` with ENRICHED_COLUMNS, each event once."""
-    return events.transform(as_of_join, products_history, PRODUCT).transform(
-        as_of_join, users_history, USER
+    return enrich_by_timelines(
+        events, timeline(users_history, USER), timeline(products_history, PRODUCT)
+    )
+
+
+def enrich_by_timelines(
+    events: DataFrame, users_timeline: DataFrame, products_timeline: DataFrame
+) -> DataFrame:
+    """enrich_events with the dimensions' timelines (as_of.timeline) built beforehand: a
+    stream builds them once per history version, not once per batch."""
+    return events.transform(join_timeline, products_timeline, PRODUCT).transform(
+        join_timeline, users_timeline, USER
     )
 
 

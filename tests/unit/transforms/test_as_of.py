@@ -158,3 +158,49 @@ def test_two_dimensions_join_one_after_the_other(spark) -> None:
 def test_a_dimension_must_name_columns_it_has() -> None:
     with pytest.raises(ValueError, match=r"products has no columns \['colour'\]"):
         Dimension(PRODUCTS, "product_id", {"colour": "colour"}, "product")
+
+
+def expected_match(versions: list[dict[str, Any]], t: datetime) -> tuple[str, int | None]:
+    """The rules of lakehouse.transforms.as_of, instant by instant: (status, version LSN)."""
+    if not versions:
+        return UNKNOWN, None
+    holding = [
+        v for v in versions if v["valid_from"] <= t and (v["valid_to"] is None or t < v["valid_to"])
+    ]
+    if holding:
+        return MATCHED, max(v["lsn"] for v in holding)
+    return (NOT_YET if t < min(v["valid_from"] for v in versions) else DELETED), None
+
+
+def test_any_history_gives_each_event_the_version_the_rules_give(spark) -> None:
+    """Random histories (gaps, deletes, overlapping versions from a clock set back) and events
+    at random instants, many of them on a version's bounds: the join (each key's timeline,
+    built once) agrees with the rules applied to each event alone."""
+    import random
+
+    rng = random.Random(32)
+    history, keyed = [], {}
+    for k in range(6):
+        product_id = f"p{k}"
+        keyed[product_id] = []
+        for n in range(rng.randint(1, 5)):
+            start = rng.choice(range(0, 300, 15))
+            end = rng.choice([None, start + rng.choice([15, 30, 90]), start - 30])
+            version = product_version(product_id, str(n + 1), (start, end), k * 100 + n)
+            history.append(version)
+            keyed[product_id].append(version)
+    instants = [m for v in history for m in (v["valid_from"], v["valid_to"]) if m is not None]
+    instants += [at(rng.uniform(-60, 420)) for _ in range(60)]
+    rows = [
+        (f"e{i}", rng.choice([*keyed, "unknown", None]), (t - T0).total_seconds() / 60)
+        for i, t in enumerate(instants)
+    ]
+    joined = as_of_join(events(spark, rows), products(spark, history), PRODUCT).collect()
+    assert len(joined) == len(rows)
+    got = {r["event_id"]: (r["product_match"], r["product_version_lsn"]) for r in joined}
+    for event_id, product_id, minute in rows:
+        if product_id is None:
+            want: tuple[str, int | None] = (NO_KEY, None)
+        else:
+            want = expected_match(keyed.get(product_id, []), at(minute))
+        assert got[event_id] == want, (event_id, product_id, minute)
