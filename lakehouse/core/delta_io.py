@@ -295,38 +295,24 @@ def append_small_batch(
     batch_id: int,
     untried: bool,
     layout: Collection[str] | None = None,
+    rows: int | None = None,
 ) -> None:
-    """append_batch of a frame of a few rows (a view's partial rows): for an untried batch
-    and a table that exists, collected to the driver and committed by delta-rs
-    (small_tables.append_marked), with the layout columns the table is partitioned by; Spark
-    still computes the rows. `layout`: as append_batch's, for an append through Spark."""
+    """append_batch of a frame of a few rows (a view's partial rows; `rows` of them, if
+    known): for an untried batch and a table that exists, collected to the driver and
+    committed by delta-rs (small_tables.append_marked), with the layout columns the table is
+    partitioned by; Spark still computes the rows. More than `speed.delta_rs_append_rows`
+    rows go through Spark's distributed write. `layout`: as append_batch's, for an append
+    through Spark."""
     from lakehouse.core.small_tables import append_marked
 
     def arrow(partitioned: tuple[str, ...]) -> pa.Table:
         laid_out = [name for name in table.layout_names if name in partitioned]
         return with_layout(conformed(df, table), table, only=laid_out).toArrow()
 
-    if untried and append_marked(settings, table, arrow, app_id, batch_id):
+    few = rows is None or rows <= settings.speed.delta_rs_append_rows
+    if untried and few and append_marked(settings, table, arrow, app_id, batch_id):
         return
     append_batch(df, table, settings, app_id, batch_id, layout, untried=untried)
-
-
-def append_counted_batch(
-    df: DataFrame,
-    table: Table,
-    settings: Settings,
-    app_id: str,
-    batch_id: int,
-    untried: bool,
-    rows: int,
-    layout: Collection[str] | None = None,
-) -> None:
-    """append_batch of `df`, which holds `rows` rows: as append_small_batch (delta-rs) when
-    they are at most `speed.delta_rs_append_rows`, through Spark's distributed write above."""
-    if rows <= settings.speed.delta_rs_append_rows:
-        append_small_batch(df, table, settings, app_id, batch_id, untried, layout)
-    else:
-        append_batch(df, table, settings, app_id, batch_id, layout, untried=untried)
 
 
 # A table's one writer commits at most a few times per batch (its append, a compaction or a

@@ -34,7 +34,6 @@ from lakehouse.cdc.shop import PRODUCTS, USERS, CapturedTable
 from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
-    append_counted_batch,
     append_rows_batch,
     append_small_batch,
     read_table,
@@ -167,14 +166,14 @@ class EnrichmentProcessor:
         events_count = fresh.count()  # each event once
         # Each append is mostly planning and committing on the driver, one core's work: side
         # by side they finish sooner, as the speed layer's writes. A batch's few rows are
-        # committed by delta-rs (delta_io.append_counted_batch, append_small_batch). The
+        # committed by delta-rs (delta_io.append_small_batch). The
         # progress row, which says the batch is done, comes after both.
         with ThreadPoolExecutor(2) as pool:
             appends = [
                 pool.submit(
-                    append_counted_batch,
+                    append_small_batch,
                     *(rows, out.enriched, settings, app, batch_id, untried),
-                    events_count + corrected_count,
+                    rows=events_count + corrected_count,
                 ),
                 pool.submit(
                     append_small_batch, partials, out.revenue, settings, app, batch_id, untried

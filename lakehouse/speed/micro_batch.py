@@ -32,7 +32,6 @@ from pyspark.sql import functions as F
 from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
-    append_counted_batch,
     append_rows_batch,
     append_small_batch,
     compact_small_files,
@@ -434,8 +433,8 @@ class MicroBatchProcessor:
             def append(
                 frame: DataFrame, target: Table, rows: int
             ) -> tuple[int, Callable[[], None]]:
-                return rows, lambda: append_counted_batch(
-                    frame, target, settings, app, batch_id, untouched, rows
+                return rows, lambda: append_small_batch(
+                    frame, target, settings, app, batch_id, untouched, rows=rows
                 )
 
             if out.raw is not None:

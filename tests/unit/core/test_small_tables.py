@@ -10,7 +10,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.delta_io import (
-    append_counted_batch,
     append_new,
     append_rows_batch,
     append_small_batch,
@@ -80,7 +79,7 @@ def test_an_append_goes_through_delta_rs_only_when_small_enough(spark, local_set
 
     def append(batch_id: int, rows: int, untried: bool = True) -> None:
         frame = partial_rows(spark, batch_id, 9)
-        append_counted_batch(frame, target, settings, APP, batch_id, untried, rows)
+        append_small_batch(frame, target, settings, APP, batch_id, untried, rows=rows)
 
     append(0, 1)  # creates the table: Spark
     append(1, 1)
