@@ -101,6 +101,7 @@ class SpeedSettings(_Frozen):
     max_offsets_per_trigger: int = Field(ge=1)
     small_batch_records: int = Field(ge=0)
     delta_rs_append_rows: int = Field(ge=0)
+    delta_rs_append_mb: int = Field(ge=0)
     write_threads: int = Field(ge=1)
     compact_every_batches: int = Field(ge=1)
     compact_files_below_mb: int = Field(ge=1)

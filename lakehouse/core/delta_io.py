@@ -296,20 +296,24 @@ def append_small_batch(
     untried: bool,
     layout: Collection[str] | None = None,
     rows: int | None = None,
+    size_bytes: int | None = None,
 ) -> None:
-    """append_batch of a frame of a few rows (a view's partial rows; `rows` of them, if
-    known): for an untried batch and a table that exists, collected to the driver and
-    committed by delta-rs (small_tables.append_marked), with the layout columns the table is
-    partitioned by; Spark still computes the rows. More than `speed.delta_rs_append_rows`
-    rows go through Spark's distributed write. `layout`: as append_batch's, for an append
-    through Spark."""
+    """append_batch of a frame of a few rows (a view's partial rows; `rows` of them and
+    `size_bytes` at most, if known): for an untried batch and a table that exists, collected
+    to the driver and committed by delta-rs (small_tables.append_marked), with the layout
+    columns the table is partitioned by; Spark still computes the rows. More than
+    `speed.delta_rs_append_rows` rows or `speed.delta_rs_append_mb` MiB go through Spark's
+    distributed write. `layout`: as append_batch's, for an append through Spark."""
     from lakehouse.core.small_tables import append_marked
 
     def arrow(partitioned: tuple[str, ...]) -> pa.Table:
         laid_out = [name for name in table.layout_names if name in partitioned]
         return with_layout(conformed(df, table), table, only=laid_out).toArrow()
 
-    few = rows is None or rows <= settings.speed.delta_rs_append_rows
+    speed = settings.speed
+    few = (rows is None or rows <= speed.delta_rs_append_rows) and (
+        size_bytes is None or size_bytes <= speed.delta_rs_append_mb << 20
+    )
     if untried and few and append_marked(settings, table, arrow, app_id, batch_id):
         return
     append_batch(df, table, settings, app_id, batch_id, layout, untried=untried)

@@ -26,6 +26,16 @@ def rows_frame(spark: SparkSession, rows: Iterable[Any], schema: str | DataType)
     return spark.createDataFrame(table, struct)
 
 
+def rows_and_bytes(df: DataFrame) -> tuple[int, int]:
+    """The frame's row count and its rows' size as JSON text (about what collecting them to
+    the driver holds), in one Spark job."""
+    from pyspark.sql import functions as F
+
+    as_json = F.to_json(F.struct(*(F.col(f"`{c}`") for c in df.columns)))
+    [[rows, size]] = df.agg(F.count("*"), F.sum(F.octet_length(as_json))).collect()
+    return int(rows), int(size or 0)
+
+
 def rows_arrow(rows: Iterable[Any], schema: str | StructType) -> pa.Table:
     """`rows` as rows_frame reads them, as an Arrow table in the schema's Arrow types."""
     return _arrow_rows(rows, schema)[1]

@@ -40,6 +40,7 @@ from lakehouse.core.delta_io import (
     read_table_at,
     table_exists,
 )
+from lakehouse.core.frames import rows_and_bytes
 from lakehouse.core.small_tables import table_version as latest_version
 from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.joins.outputs import EnrichmentOutputs
@@ -151,19 +152,19 @@ class EnrichmentProcessor:
         held.append(fresh)
         rows = self.stamped(fresh, batch_id, False)
         partials = revenue_by_segment(fresh)
-        corrected_count = 0
+        corrected_count = corrected_bytes = 0
         changes = self.corrections(spark, app, batch_id, pins, histories)
         if changes is not None:
             before, after = changes
             corrected = corrected_rows(before, after).localCheckpoint()
             held += [before, corrected]
-            corrected_count = corrected.count()
+            corrected_count, corrected_bytes = rows_and_bytes(corrected)
             rows = rows.unionByName(self.stamped(corrected, batch_id, True))
             partials = partials.unionByName(correction_partials(before, after))
         settings, out = self.settings, self.outputs
         recorded.result()  # a batch whose pins failed to commit writes nothing
         partials = partials.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-        events_count = fresh.count()  # each event once
+        events_count, events_bytes = rows_and_bytes(fresh)  # each event once
         # Each append is mostly planning and committing on the driver, one core's work: side
         # by side they finish sooner, as the speed layer's writes. A batch's few rows are
         # committed by delta-rs (delta_io.append_small_batch). The
@@ -174,6 +175,7 @@ class EnrichmentProcessor:
                     append_small_batch,
                     *(rows, out.enriched, settings, app, batch_id, untried),
                     rows=events_count + corrected_count,
+                    size_bytes=events_bytes + corrected_bytes,
                 ),
                 pool.submit(
                     append_small_batch, partials, out.revenue, settings, app, batch_id, untried

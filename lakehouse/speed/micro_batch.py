@@ -234,6 +234,7 @@ class BatchStats:
     new_events: int
     late_events: int
     newest_on_time: int | None  # microseconds
+    input_bytes: int  # of the records' keys and values as read: bounds every output's rows
     next_offsets: dict[int, int]  # per partition: the offset after the last one read
     marks: PartitionMarks  # the batch's own, of its new events
     conflicting: int = 0  # duplicates whose content differs from the first delivery's
@@ -255,6 +256,10 @@ def batch_stats(checked: DataFrame, new: DataFrame, wm: int | None, keep: int) -
             F.count("*").alias("rows"),
             F.sum((~is_accepted()).cast("long")).alias("quarantined"),
             F.max("offset").alias("last"),
+            F.sum(
+                F.coalesce(F.octet_length("key"), F.lit(0))
+                + F.coalesce(F.octet_length("value"), F.lit(0))
+            ).alias("bytes"),
         )
         .collect()
     )
@@ -271,6 +276,7 @@ def batch_stats(checked: DataFrame, new: DataFrame, wm: int | None, keep: int) -
         new_events=int(fresh["new"]),
         late_events=int(fresh["late"] or 0),
         newest_on_time=fresh["newest"],
+        input_bytes=sum(int(r["bytes"] or 0) for r in per_partition),
         next_offsets={int(r["partition"]): int(r["last"]) + 1 for r in per_partition},
         marks=partition_marks(new, keep, counted=on_time),
     )
@@ -434,7 +440,9 @@ class MicroBatchProcessor:
                 frame: DataFrame, target: Table, rows: int
             ) -> tuple[int, Callable[[], None]]:
                 return rows, lambda: append_small_batch(
-                    frame, target, settings, app, batch_id, untouched, rows=rows
+                    *(frame, target, settings, app, batch_id, untouched),
+                    rows=rows,
+                    size_bytes=stats.input_bytes,
                 )
 
             if out.raw is not None:

@@ -70,23 +70,29 @@ def test_an_untried_batch_s_few_rows_are_committed_by_delta_rs_as_spark_would(
 
 
 def test_an_append_goes_through_delta_rs_only_when_small_enough(spark, local_settings) -> None:
-    """delta_rs_append_rows bounds what the driver collects: a batch with more rows than it
-    goes through Spark's distributed write, as does a batch that may have been tried."""
+    """delta_rs_append_rows and delta_rs_append_mb bound what the driver collects: a batch
+    with more rows or bytes goes through Spark's distributed write, as does a batch that may
+    have been tried."""
     target = replace(PARTIALS, name="tests.counted_partials")
+    bounds = {"delta_rs_append_rows": 1, "delta_rs_append_mb": 1}
     settings = local_settings.model_copy(
-        update={"speed": local_settings.speed.model_copy(update={"delta_rs_append_rows": 1})}
+        update={"speed": local_settings.speed.model_copy(update=bounds)}
     )
 
-    def append(batch_id: int, rows: int, untried: bool = True) -> None:
+    def append(batch_id: int, rows: int, untried: bool = True, size: int = 100) -> None:
         frame = partial_rows(spark, batch_id, 9)
-        append_small_batch(frame, target, settings, APP, batch_id, untried, rows=rows)
+        append_small_batch(
+            frame, target, settings, APP, batch_id, untried, rows=rows, size_bytes=size
+        )
 
     append(0, 1)  # creates the table: Spark
     append(1, 1)
     append(2, 2)  # more rows than the bound
     append(3, 1, untried=False)  # looks for its mark first
-    assert by_delta_rs(spark, target.path(settings)) == [False, True, False, False]
-    assert read_table(spark, target, settings).count() == 4
+    append(4, 1, size=(1 << 20) + 1)  # more bytes than the bound
+    append(5, 1, size=1 << 20)
+    assert by_delta_rs(spark, target.path(settings)) == [False, True, False, False, False, True]
+    assert read_table(spark, target, settings).count() == 6
 
 
 def test_a_progress_row_from_the_driver_keeps_its_map_and_time_through_delta_rs(
