@@ -75,7 +75,7 @@ def appends_of(variant: Variant) -> Iterator[None]:
             yield
     elif variant.spark_small_commits:
 
-        def small(df, table, settings, app_id, batch_id, untried, layout=None, rows=None):  # type: ignore[no-untyped-def]
+        def small(df, table, settings, app_id, batch_id, untried, layout=None, **bounds):  # type: ignore[no-untyped-def]
             delta_io.append_batch(df, table, settings, app_id, batch_id, layout, untried)
 
         def rows(spark, rows, table, settings, app_id, batch_id, untried=False):  # type: ignore[no-untyped-def]

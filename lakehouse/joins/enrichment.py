@@ -167,8 +167,8 @@ class EnrichmentProcessor:
         events_count, events_bytes = rows_and_bytes(fresh)  # each event once
         # Each append is mostly planning and committing on the driver, one core's work: side
         # by side they finish sooner, as the speed layer's writes. A batch's few rows are
-        # committed by delta-rs (delta_io.append_small_batch). The
-        # progress row, which says the batch is done, comes after both.
+        # committed by delta-rs (delta_io.append_small_batch). The progress row, which says
+        # the batch is done, comes after both.
         with ThreadPoolExecutor(2) as pool:
             appends = [
                 pool.submit(

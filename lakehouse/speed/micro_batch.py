@@ -234,7 +234,9 @@ class BatchStats:
     new_events: int
     late_events: int
     newest_on_time: int | None  # microseconds
-    input_bytes: int  # of the records' keys and values as read: bounds every output's rows
+    # The records' keys and values as read: bounds what any of the batch's appends collects
+    # (a replay keeps the values of quarantined records alone; its batches are large).
+    input_bytes: int
     next_offsets: dict[int, int]  # per partition: the offset after the last one read
     marks: PartitionMarks  # the batch's own, of its new events
     conflicting: int = 0  # duplicates whose content differs from the first delivery's
