@@ -26,14 +26,22 @@ def rows_frame(spark: SparkSession, rows: Iterable[Any], schema: str | DataType)
     return spark.createDataFrame(table, struct)
 
 
-def rows_and_bytes(df: DataFrame) -> tuple[int, int]:
-    """The frame's row count and its rows' size as JSON text (about what collecting them to
-    the driver holds), in one Spark job."""
+def checkpoint_measured(df: DataFrame) -> tuple[DataFrame, int, int]:
+    """`df` locally checkpointed, with its row count and its rows' size as JSON text (about
+    what collecting them to the driver holds), observed while the checkpoint computes the
+    rows: no Spark job of their own."""
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
+    measured = Observation()
     as_json = F.to_json(F.struct(*(F.col(f"`{c}`") for c in df.columns)))
-    [[rows, size]] = df.agg(F.count("*"), F.sum(F.octet_length(as_json))).collect()
-    return int(rows), int(size or 0)
+    frame = df.observe(
+        measured,
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.octet_length(as_json)).alias("size"),
+    ).localCheckpoint()
+    found = measured.get
+    return frame, int(found["rows"]), int(found["size"] or 0)
 
 
 def rows_arrow(rows: Iterable[Any], schema: str | StructType) -> pa.Table:

@@ -40,7 +40,7 @@ from lakehouse.core.delta_io import (
     read_table_at,
     table_exists,
 )
-from lakehouse.core.frames import rows_and_bytes
+from lakehouse.core.frames import checkpoint_measured
 from lakehouse.core.small_tables import table_version as latest_version
 from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.joins.outputs import EnrichmentOutputs
@@ -147,8 +147,8 @@ class EnrichmentProcessor:
         """The batch's enriched rows, corrections, partial rows and progress row; the outputs
         once the pins are recorded (`pinned`: the pins, and their commit)."""
         pins, recorded = pinned
-        # The join keeps every column of the events, event_date among them.
-        fresh = enrich_as_pinned(events, histories).localCheckpoint()
+        # The join keeps every column of the events, event_date among them. Each event once.
+        fresh, events_count, events_bytes = checkpoint_measured(enrich_as_pinned(events, histories))
         held.append(fresh)
         rows = self.stamped(fresh, batch_id, False)
         partials = revenue_by_segment(fresh)
@@ -156,15 +156,15 @@ class EnrichmentProcessor:
         changes = self.corrections(spark, app, batch_id, pins, histories)
         if changes is not None:
             before, after = changes
-            corrected = corrected_rows(before, after).localCheckpoint()
+            corrected, corrected_count, corrected_bytes = checkpoint_measured(
+                corrected_rows(before, after)
+            )
             held += [before, corrected]
-            corrected_count, corrected_bytes = rows_and_bytes(corrected)
             rows = rows.unionByName(self.stamped(corrected, batch_id, True))
             partials = partials.unionByName(correction_partials(before, after))
         settings, out = self.settings, self.outputs
         recorded.result()  # a batch whose pins failed to commit writes nothing
         partials = partials.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-        events_count, events_bytes = rows_and_bytes(fresh)  # each event once
         # Each append is mostly planning and committing on the driver, one core's work: side
         # by side they finish sooner, as the speed layer's writes. A batch's few rows are
         # committed by delta-rs (delta_io.append_small_batch). The progress row, which says

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import Row
 
-from lakehouse.core.frames import rows_frame
+from lakehouse.core.frames import checkpoint_measured, rows_frame
 
 EVERY_KIND = (
     "id string, at timestamp, day date, amount decimal(18,2), tags array<string>, "
@@ -87,3 +87,23 @@ def test_the_same_frame_as_create_data_frame(
 def test_a_row_of_the_wrong_length_is_refused(spark) -> None:
     with pytest.raises(ValueError, match="a row of 1 values for 2 columns"):
         rows_frame(spark, [(1,)], "id long, note string")
+
+
+@pytest.mark.parametrize("rows", [[(1, "a"), (2, None), (3, "ccc")], []], ids=["rows", "no-rows"])
+def test_a_measured_checkpoint_counts_its_rows_and_their_json_bytes_in_its_own_job(
+    spark, rows
+) -> None:
+    frame = rows_frame(spark, rows, "id long, note string")
+    context = spark.sparkContext
+    group = f"measured-{len(rows)}"
+    context.setJobGroup(group, "checkpoint_measured")
+    try:
+        held, count, size = checkpoint_measured(frame.where("id > 1"))
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    # One job, the checkpoint's: the measures were observed while it ran.
+    assert len(context.statusTracker().getJobIdsForGroup(group)) <= 1
+    expected = frame.where("id > 1").toJSON().collect()
+    assert count == len(expected)
+    assert size == sum(len(line.encode()) for line in expected)
+    assert sorted(held.collect()) == sorted(frame.where("id > 1").collect())
