@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from lakehouse.core.spark import get_spark
 from lakehouse.core.tables import Table, table
 from lakehouse.speed.micro_batch import SpeedOutputs
 from lakehouse.transforms.views import VIEWS
+from tests.integration.loopback_cluster import read_json
 
 REPLAY_VERSION = "v1"
 
@@ -92,11 +92,6 @@ def table_rows(stored: Table) -> list[str]:
     )
 
 
-def _json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
-
-
 def main(argv: list[str]) -> int:
     out, start, end, *master_web = argv
     # The two drivers share the state folder: each publishes its reports under its own name.
@@ -133,9 +128,9 @@ def main(argv: list[str]) -> int:
     }
     if context.uiWebUrl:
         api = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}"
-        found["executors"] = _json(f"{api}/executors")
+        found["executors"] = read_json(f"{api}/executors")
     if master_web:
-        found["master_state"] = _json(f"{master_web[0]}/json/")
+        found["master_state"] = read_json(f"{master_web[0]}/json/")
     Path(out).write_text(json.dumps(found, indent=1))
     spark.stop()
     return 0

@@ -183,12 +183,18 @@ def holds_its_cores(spark: Any, app: str) -> bool:
     )
 
 
+def read_json(url: str) -> Any:
+    """A service's JSON answer. The wait is a guard against a hang, not a claim on speed: a
+    driver busy with a batch on a loaded 2-core machine may take tens of seconds to answer."""
+    with urllib.request.urlopen(url, timeout=120) as answer:
+        return json.loads(answer.read())
+
+
 def workers_running(app: str) -> list[int]:
     """The workers (numbered from 1) running an executor of `app`, from their own /json/."""
     found = []
     for number, port in enumerate(CLUSTER.spark_worker_web_ports, start=1):
-        with urllib.request.urlopen(f"http://{HOST}:{port}/json/", timeout=10) as answer:
-            state = json.loads(answer.read())
+        state = read_json(f"http://{HOST}:{port}/json/")
         if any(e["appid"] == app for e in state.get("executors", [])):
             found.append(number)
     return found

@@ -60,7 +60,7 @@ class UnderLoad:
             )
         try:
             wait_for(
-                lambda: "speed layer running" in self.log.read_text(), 180, "the stream to start"
+                lambda: "speed layer running" in self.log.read_text(), 400, "the stream to start"
             )
         except BaseException:
             self.__exit__()
@@ -95,12 +95,12 @@ class UnderLoad:
             read = {p: max((r["offsets"].get(p, 0) for r in rows), default=0) for p in ends}
             return all(read[p] >= n for p, n in ends.items())
 
-        wait_for(read_all, 180, "the stream to read the whole topic")
+        wait_for(read_all, 400, "the stream to read the whole topic")
         assert self.stream.poll() is None, "the stream died: " + self.log.read_text()[-3000:]
 
     def stop(self) -> None:
         self.stop_file.touch()
-        assert self.stream.wait(timeout=120) == 0, self.log.read_text()[-3000:]
+        assert self.stream.wait(timeout=300) == 0, self.log.read_text()[-3000:]
 
     def __exit__(self, *_: object) -> None:
         self.stopping.set()
@@ -124,6 +124,7 @@ class UnderLoad:
 
 
 def wait_for(check: Any, timeout: float, what: str) -> None:
+    """Until `check()` holds; `timeout` guards against a hang (set it for a loaded machine)."""
     import time
 
     deadline = time.monotonic() + timeout
