@@ -27,7 +27,7 @@ from lakehouse.core.spark import get_spark
 from lakehouse.core.tables import Table, table
 from lakehouse.speed.micro_batch import SpeedOutputs
 from lakehouse.transforms.views import VIEWS
-from tests.integration.loopback_cluster import read_json
+from tests.integration.service_json import read_json
 
 REPLAY_VERSION = "v1"
 
@@ -93,6 +93,9 @@ def table_rows(stored: Table) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    # tests.conftest, once imported, points the process at the test services' lakehouse and
+    # topic: the pipeline would run on those instead of the ones its environment names.
+    assert "tests.conftest" not in sys.modules, "cluster_run must not import tests.conftest"
     out, start, end, *master_web = argv
     # The two drivers share the state folder: each publishes its reports under its own name.
     run_id = f"cluster-check-{Path(out).stem}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +21,7 @@ from lakehouse.core.config import ClusterSettings, Settings, load_settings
 from lakehouse.core.paths import REPO_ROOT
 from lakehouse.generator.clickstream import preset_config, produce
 from tests.conftest import RUN_ID
+from tests.integration.service_json import read_json
 
 HOST = test_env.HOST
 EVENTS = 2000
@@ -181,13 +181,6 @@ def holds_its_cores(spark: Any, app: str) -> bool:
         and bool(apps)
         and apps[0]["cores"] == len(CLUSTER.spark_worker_ports)
     )
-
-
-def read_json(url: str) -> Any:
-    """A service's JSON answer. The wait is a guard against a hang, not a claim on speed: a
-    driver busy with a batch on a loaded 2-core machine may take tens of seconds to answer."""
-    with urllib.request.urlopen(url, timeout=120) as answer:
-        return json.loads(answer.read())
 
 
 def workers_running(app: str) -> list[int]:

@@ -46,9 +46,9 @@ from tests.integration.loopback_cluster import (
     lakehouse,
     leader_of,
     produce_closed_hours,
-    read_json,
     workers_running,
 )
+from tests.integration.service_json import read_json
 from tests.integration.under_load import UnderLoad, newest_batch, wait_for
 
 
