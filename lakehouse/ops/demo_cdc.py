@@ -62,6 +62,7 @@ def run_cdc_demo(spark: SparkSession, settings: Settings, say: Callable[[str], N
     from lakehouse.cdc.capture import ensure_changelog_topics, ensure_connector
     from lakehouse.cdc.connector import CdcError
     from lakehouse.core.kafka_io import KafkaUnavailableError
+    from lakehouse.core.kafka_offsets import end_offsets
     from lakehouse.generator.shop_changes import ChangeApplyError
 
     try:
@@ -70,10 +71,15 @@ def run_cdc_demo(spark: SparkSession, settings: Settings, say: Callable[[str], N
         ensure_changelog_topics(settings)
         say(f"==> the shop: {seed_shop(settings)}")
         topic = settings.cdc.topic("users")
-        before = _topic_end(settings, topic)
-        update = update_user(settings)
+        before = end_offsets(settings, topic)
+        update, segment = update_user(settings)
         say(f"==> {update}; waiting for Debezium to publish it to {topic!r}")
-        _wait(lambda: _topic_end(settings, topic) > before, f"the change in {topic}")
+        # The update's own record: Debezium may still be publishing the seed's changes, so a
+        # topic that grew does not yet hold it.
+        _wait(
+            lambda: _published(settings, topic, before, DEMO_USER, segment),
+            f"the change in {topic}",
+        )
         apply_changes(spark, settings, say)
     except (CdcError, ChangeApplyError, KafkaUnavailableError, TimeoutError) as err:
         return CdcReport(failed=str(err))
@@ -108,8 +114,9 @@ def seed_shop(settings: Settings) -> str:
     )
 
 
-def update_user(settings: Settings) -> str:
-    """Give the demo user the next segment (the user first inserted if the shop has none)."""
+def update_user(settings: Settings) -> tuple[str, str]:
+    """Give the demo user the next segment (the user first inserted if the shop has none);
+    the statement, and the segment it set."""
     from lakehouse.cdc.database import connect
 
     with connect(settings.cdc) as conn:
@@ -125,7 +132,7 @@ def update_user(settings: Settings) -> str:
             "UPDATE users SET segment = %s, updated_at = clock_timestamp() WHERE user_id = %s",
             (now, DEMO_USER),
         )
-    return f"UPDATE users SET segment = '{now}' WHERE user_id = '{DEMO_USER}' (was '{was}')"
+    return f"UPDATE users SET segment = '{now}' WHERE user_id = '{DEMO_USER}' (was '{was}')", now
 
 
 def apply_changes(spark: SparkSession, settings: Settings, say: Callable[[str], None]) -> None:
@@ -169,10 +176,37 @@ def _changelog_caught_up(settings: Settings) -> bool:
     return not any(n for key, n in lag.items() if key.startswith(settings.cdc.topic("users")))
 
 
-def _topic_end(settings: Settings, topic: str) -> int:
-    from lakehouse.core.kafka_offsets import end_offsets
+def _published(
+    settings: Settings, topic: str, since: dict[int, int], user_id: str, segment: str
+) -> bool:
+    """Whether `topic` holds, past the offsets `since`, a change that gives `user_id` the
+    segment `segment`."""
+    import json
 
-    return sum(end_offsets(settings, topic).values())
+    from kafka import KafkaConsumer, TopicPartition
+
+    from lakehouse.core.kafka_io import connect
+
+    consumer = connect(settings, KafkaConsumer, enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for p in since]
+        consumer.assign(partitions)
+        for tp in partitions:
+            consumer.seek(tp, since[tp.partition])
+        ends = consumer.end_offsets(partitions)
+        deadline = time.monotonic() + 30
+        while any(consumer.position(tp) < ends[tp] for tp in partitions):
+            if time.monotonic() > deadline:
+                return False
+            for records in consumer.poll(500).values():
+                for record in records:
+                    change = json.loads(record.value) if record.value else {}
+                    after = change.get("after") or {}
+                    if after.get("user_id") == user_id and after.get("segment") == segment:
+                        return True
+        return False
+    finally:
+        consumer.close()
 
 
 def _wait(check: Callable[[], bool], what: str) -> None:

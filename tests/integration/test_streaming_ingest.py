@@ -102,6 +102,12 @@ def test_demo_job_end_to_end_on_minio(
     assert counts.late > 0, "read in several micro-batches: some events are set aside as late"
     assert report.reasons and report.newest_windows and report.seam is None
     assert report.cdc is not None and report.cdc.failed is None, report.cdc
+    # The update's own change reached the tables: the row shown is the one it set.
+    current = report.cdc.current
+    assert current is not None and f"segment = '{current['segment']}'" in report.cdc.update, (
+        report.cdc
+    )
+    assert report.cdc.history[-1]["segment"] == current["segment"], report.cdc.history
     # Every accepted event joined with the user valid at its time, and judged equal.
     joins = report.joins
     assert joins is not None and joins.failed is None, joins
