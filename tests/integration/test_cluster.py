@@ -76,8 +76,7 @@ class Pipeline:
 
     def finish(self) -> dict[str, Any]:
         try:
-            # A guard against a hang, not a claim on speed: the pipeline takes 4 minutes on an
-            # idle machine and three times that on a loaded one.
+            # A guard against a hang, sized for a loaded machine (docs/testing.md, Conventions).
             status = self.proc.wait(timeout=1800)
         finally:
             if self.proc.poll() is None:
