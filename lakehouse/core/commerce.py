@@ -1,6 +1,7 @@
 """The commerce contracts: order lifecycle events and payments, and the lifecycle they follow.
 
-Both are one JSON object, UTF-8, with the Kafka key = order_id, so that all of an order's
+Both are exactly one JSON object, UTF-8 (read as strictly as click events,
+lakehouse.core.events), with the Kafka key = order_id, so that all of an order's
 records share a partition and reach the log in the order they were sent:
 
 Order events, topic `kafka.order_events_topic` (order-events):

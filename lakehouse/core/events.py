@@ -10,7 +10,9 @@ user's events stay in order in one partition):
     session_id  string             optional (the producer's own notion; Tributary sessionizes)
     page        string             required (the views group by it)
     product_id  string             optional
-    amount      number             required and >= 0 for purchases; kept for purchases only
+    amount      number             required and >= 0 for purchases; kept for purchases only,
+                                   to the cent (rounded half up); a number of more than 16
+                                   digits before the point is wrong_type:amount
     event_time  string             required, ISO-8601 with a zone: 2026-01-01T12:00:00.250Z
     sent_at     string             optional, ISO-8601 with a zone
 
@@ -19,11 +21,12 @@ or array where a string belongs; anything but a number for amount) is `wrong_typ
 never read as text. A JSON null counts as an absent field. A field given twice: the last
 value counts (a later null makes it absent).
 
-A value that is not UTF-8 is `invalid_utf8`, and a UTF-8 value that is not one JSON object
-`malformed_json`: either is the record's one content reason (there are no fields to judge);
-`oversized_record` may come with it. A record that breaks a rule goes to bronze.quarantine
-with one reason per broken rule (the REASON_* values below), its key and value kept as the
-bytes received; it never stops the pipeline.
+A value that is not UTF-8 is `invalid_utf8`, and a UTF-8 value that is not exactly one JSON
+object as RFC 8259 writes it (anything after the object, single quotes, NaN or Infinity,
+comments, a raw control character in a string) `malformed_json`: either is the record's one
+content reason (there are no fields to judge); `oversized_record` may come with it. A record
+that breaks a rule goes to bronze.quarantine with one reason per broken rule (the REASON_*
+values below), its key and value kept as the bytes received; it never stops the pipeline.
 
 event_id identifies the event: the first delivery of an id in the log is the event, every
 later one a duplicate, dropped. A later delivery that says something else (other fields but

@@ -27,6 +27,7 @@ from lakehouse.core.events import (
     REASON_WRONG_TYPE,
 )
 from lakehouse.core.tables import ORDER_STATE, REJECTED_TRANSITIONS
+from lakehouse.transforms.json_text import with_one_json_object
 from lakehouse.transforms.validate import ValidationRules, quarantine_rows
 
 AMOUNT_TYPE = DecimalType(18, 2)  # as the click events': sums exact to the cent
@@ -48,14 +49,9 @@ def _json_schema(spec: Contract) -> str:
 
 def _parsed(raw: DataFrame, spec: Contract) -> DataFrame:
     """Bronze rows with `_json`: the contract's fields as VARIANTs, null when the value is not
-    UTF-8 or not one JSON object."""
-    text = F.expr("try_validate_utf8(value)")
-    parsed = raw.withColumn("_json", F.from_json(text, _json_schema(spec)))
-    # from_json gives a struct of nulls both for a value that is no object and for an object
-    # with none of the fields: only those rows are asked whether they are an object.
-    none_found = F.coalesce(*(F.col(f"_json.`{f}`") for f in spec.field_names)).isNull()
-    not_an_object = none_found & F.json_object_keys(text).isNull()
-    return parsed.withColumn("_json", F.when(~not_an_object, F.col("_json")))
+    UTF-8 or not exactly one JSON object (lakehouse.transforms.json_text)."""
+    text = raw.withColumn("_text", F.expr("try_validate_utf8(value)"))
+    return with_one_json_object(text, F.col("_text"), _json_schema(spec), "_json").drop("_text")
 
 
 def _value(field: str) -> Column:

@@ -92,6 +92,13 @@ BROKEN = [
     (event(event_type="purchase", amount=True), ["wrong_type:amount"]),
     (event(event_type="purchase", amount=[1]), ["wrong_type:amount"]),
     (event(event_type="purchase", amount=1e30), ["wrong_type:amount"]),
+    # One JSON object and nothing else (lakehouse.transforms.json_text).
+    (json.dumps(event()) + " and more", ["malformed_json"]),
+    (json.dumps(event()) * 2, ["malformed_json"]),
+    (json.dumps(event()) + "]", ["malformed_json"]),
+    (json.dumps(event()).replace('"', "'"), ["malformed_json"]),
+    (json.dumps(event()).replace('"page": "/"', '"page": "a\tb"'), ["malformed_json"]),
+    ('{"event_id": "e-1", "amount": NaN}', ["malformed_json"]),
     (b'{"event_id": "\xff"}', ["invalid_utf8"]),
     (b"\xc3\x28", ["invalid_utf8"]),
     # The future tolerance is measured from the Kafka timestamp: 4:59 after the broker's clock.
