@@ -41,6 +41,7 @@ from lakehouse.core.events import (
     REASON_MISSING,
     REASON_WRONG_TYPE,
 )
+from lakehouse.transforms.json_text import STRICT
 from lakehouse.transforms.validate import quarantine_rows
 
 if TYPE_CHECKING:
@@ -57,7 +58,9 @@ ENVELOPE = (
 )
 # from_json keeps the fields it read before a syntax error (partial results): the text of a
 # record that is no JSON goes here, so a record cut short is malformed, not missing fields.
-_CORRUPT = {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"}
+# Spark's leniencies off, as for click events (single quotes, NaN). What follows the envelope
+# is not read: Kafka Connect writes one JSON value per record.
+_CORRUPT = {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE", **STRICT}
 INSERTS = ("c", "u", "r")  # ops whose `after` is the row from then on
 DELETE = "d"
 OPS = (*INSERTS, DELETE)

@@ -215,6 +215,8 @@ RECORDS: list[tuple[Any, Any, list[str]]] = [
     (KEY, "not json", ["malformed_json"]),
     (KEY, "[1, 2]", ["malformed_json"]),
     (KEY, '"a string"', ["malformed_json"]),
+    (KEY, json.dumps(good()).replace('"', "'"), ["malformed_json"]),
+    (KEY, json.dumps(good()).replace('"ts_ms": ', '"ts_ms": NaN, "x": '), ["malformed_json"]),
     (KEY, b'{"op": "\xff"}', ["invalid_utf8"]),
     (None, good(), [REASON_MALFORMED_KEY]),
     (b"\xc3\x28", good(), [REASON_MALFORMED_KEY]),
