@@ -28,6 +28,7 @@ from lakehouse.core.events import (
 )
 from lakehouse.core.tables import ORDER_STATE, REJECTED_TRANSITIONS
 from lakehouse.transforms.json_text import with_one_json_object
+from lakehouse.transforms.parse import decoded_value
 from lakehouse.transforms.validate import ValidationRules, quarantine_rows
 
 AMOUNT_TYPE = DecimalType(18, 2)  # as the click events': sums exact to the cent
@@ -50,8 +51,7 @@ def _json_schema(spec: Contract) -> str:
 def _parsed(raw: DataFrame, spec: Contract) -> DataFrame:
     """Bronze rows with `_json`: the contract's fields as VARIANTs, null when the value is not
     UTF-8 or not exactly one JSON object (lakehouse.transforms.json_text)."""
-    text = raw.withColumn("_text", F.expr("try_validate_utf8(value)"))
-    return with_one_json_object(text, F.col("_text"), _json_schema(spec), "_json").drop("_text")
+    return with_one_json_object(raw, F.expr(decoded_value()), _json_schema(spec), "_json")
 
 
 def _value(field: str) -> Column:

@@ -34,8 +34,12 @@ def with_one_json_object(df: DataFrame, text: Column, schema: str, name: str) ->
     The text is read once per record, whatever reads `name` later: the read is exploded out of
     a one-element array, a barrier the optimizer does not push a filter through (it would
     copy the read into every field the filter reads, docs/performance.md)."""
-    parsed = f"_{name}_parsed"
-    read = df.select("*", F.explode(F.array(_before_sentinel(text, schema, "null"))).alias(parsed))
+    parsed, kept = f"_{name}_parsed", f"_{name}_text"
+    with_text = df.withColumn(kept, text)  # computed once, read up to three times below
+    text = F.col(kept)
+    read = with_text.select(
+        "*", F.explode(F.array(_before_sentinel(text, schema, "null"))).alias(parsed)
+    )
     first = F.col(parsed)
     # The value, then the sentinel, and nothing else; a JSON null or any other non-object
     # value reads as a null element or no array at all.
@@ -45,4 +49,4 @@ def with_one_json_object(df: DataFrame, text: Column, schema: str, name: str) ->
     again = F.array_compact(_before_sentinel(text, schema, "{}"))
     closed_by_sentinel = F.coalesce(F.size(again) == 2, F.lit(False))
     exact = alone & F.when(text.contains("]"), closed_by_sentinel).otherwise(F.lit(True))
-    return read.withColumn(name, F.when(exact, first[0])).drop(parsed)
+    return read.withColumn(name, F.when(exact, first[0])).drop(parsed, kept)

@@ -23,6 +23,4 @@ def parse_events(raw: DataFrame) -> DataFrame:
     to bronze rows; `event` is null when the value is not UTF-8 or not exactly one JSON object
     (malformed, truncated, followed by more text, a bare array or string, or no value). Other
     keys are ignored. The JSON is read once per record (lakehouse.transforms.json_text)."""
-    text = raw.withColumn("_text", F.expr(decoded_value()))
-    parsed = with_one_json_object(text, F.col("_text"), EVENT_JSON, "event")
-    return parsed.select(*raw.columns, "event")
+    return with_one_json_object(raw, F.expr(decoded_value()), EVENT_JSON, "event")
