@@ -45,6 +45,11 @@ HEARTBEATS = {
     "airflow-triggerer": ("triggerer", "latest_triggerer_heartbeat"),
 }
 SQLITE_BUSY_SECONDS = 60
+# A scheduler whose heartbeat is older than this is taken for dead, by itself too: its running
+# tasks are reset as orphans. A heartbeat is stamped before it is written, and the write may
+# wait SQLITE_BUSY_SECONDS for the lock, so with Airflow's 30 s a live scheduler resets its
+# own tasks after such a wait. Twice the wait: a live scheduler survives two.
+SCHEDULER_DEAD_AFTER = 2 * SQLITE_BUSY_SECONDS
 SIMPLE_AUTH = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 
 
@@ -166,10 +171,10 @@ class Airflow(Service):
             # A scheduler that dies takes LocalExecutor's workers (the supervisors of running
             # tasks) with it, and nothing can adopt their tasks: the next scheduler resets them
             # to run again once the dead one's heartbeat is older than
-            # scheduler_health_check_threshold (30 s). It looks at its start, then every this
-            # many seconds rather than Airflow's 300; a live scheduler heartbeats before each
-            # look, so it never takes its own tasks for orphans.
+            # SCHEDULER_DEAD_AFTER. It looks at its start, then every this
+            # many seconds rather than Airflow's 300.
             "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": str(SCHEDULER_DEAD_AFTER),
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
         }
 
@@ -211,7 +216,7 @@ class Airflow(Service):
         """Start `name` (a key of COMPONENTS) again after it died, with the environment and
         folder the others run with, and wait until Airflow is healthy with `name` itself
         heartbeating: a killed component's last heartbeat keeps it reported healthy for up to
-        [scheduler] scheduler_health_check_threshold (30 s)."""
+        [scheduler] scheduler_health_check_threshold (SCHEDULER_DEAD_AFTER for the scheduler)."""
         proc = self.proc(name)
         if proc.pid() is not None:
             raise ServiceError(f"airflow: {name} is running (pid {proc.pid()}); stop it first")

@@ -12,10 +12,23 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 from lakehouse.core.config import Settings
 
 HTTP_TIMEOUT = 30
+# The test Airflow's SQLite lock can keep a request waiting past HTTP_TIMEOUT, or fail it with
+# "database is locked" (a 500) after SQLITE_BUSY_SECONDS. Calls that mean the same thing when
+# sent twice (reads, pause and unpause, deletes) are sent again; a POST is not, since it could
+# trigger a second run.
+IDEMPOTENT_RETRIES = Retry(
+    total=3,
+    backoff_factor=2,
+    status_forcelist=frozenset({500}),
+    allowed_methods=frozenset({"GET", "HEAD", "PATCH", "PUT", "DELETE"}),
+    raise_on_status=False,
+)
 PARSE_TIMEOUT = 120  # the dag-processor rescans the folder every 15 s
 POLL_SECONDS = 3
 FINAL_STATES = ("success", "failed")
@@ -40,6 +53,7 @@ class Api:
         self.base = f"{url}/api/v2"
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Bearer {token}"
+        self.session.mount("http://", HTTPAdapter(max_retries=IDEMPOTENT_RETRIES))
 
     def call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         return self.session.request(method, self.base + path, timeout=HTTP_TIMEOUT, **kwargs)

@@ -6,7 +6,7 @@ task is running and has started its job, the scheduler's whole process group is 
 LocalExecutor's workers, each the supervisor of the task it runs, die with it, while the task's
 own process (a process group of its own) and its job go on, unseen by Airflow. Five seconds
 later the scheduler is started again (Airflow.restart_component). No executor here can adopt a
-task whose supervisor is gone: once the dead scheduler's heartbeat is 30 s old, the new one's
+task whose supervisor is gone: once the dead scheduler's heartbeat is 120 s old, the new one's
 orphan check (every 30 s, infra/services/airflow.py) resets the task and runs it again as a new
 try. The job records the hour under the run's id, once; a try that finds its own run's record
 standing ends the run as the lost try would have (dags/batch_layer.py).

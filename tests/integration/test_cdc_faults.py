@@ -211,7 +211,8 @@ def test_the_changelog_job_crashing_mid_batch_and_restarted_changes_no_result(
     rows counting each change once). The crash is injected in-process: the query fails there,
     as a process killed there leaves its checkpoint and tables. A real kill -9 of a stream job
     is in tests/integration/test_speed_layer_restarts.py, and Connect's in the test above."""
-    entries = generate(capture, prefix, tmp_path / "changes.jsonl", 200, seed=71)
+    # Three batches of at most 60 changes: the crash in the second, one more after it.
+    entries = generate(capture, prefix, tmp_path / "changes.jsonl", 150, seed=71)
     wait_until_published(minio_settings, capture, prefix, entries)
     small = {"TRIBUTARY__SPEED__MAX_OFFSETS_PER_TRIGGER": "60"}
     crashed = tmp_path / "crashed"
