@@ -29,6 +29,7 @@ DEFAULT_PORTS = {
     "minio_port": 9000,
     "minio_console_port": 9001,
     "airflow_port": 8080,
+    "airflow_execution_port": 8081,
     "postgres_port": 5433,
     "connect_port": 8083,
 }
@@ -123,7 +124,7 @@ def fresh_state() -> str:
     `make test-up` left for pytest by hand). Says what it did."""
     import shutil
 
-    from infra.services.airflow import Airflow, forget_asset_events
+    from infra.services.airflow import Airflow, end_unfinished_runs, forget_asset_events
     from infra.services.base import Context
     from infra.services.kafka import Kafka
     from infra.services.postgres import Postgres
@@ -140,9 +141,10 @@ def fresh_state() -> str:
     postgres.delete_cluster()
     if airflow.database().exists():
         forget_asset_events(airflow.database())
+        end_unfinished_runs(airflow.database())
     return (
         f"==> test state: a new {', '.join(FRESH_EACH_RUN)} and shop database, no asset event "
-        f"in Airflow's ({folder})"
+        f"and no unfinished run in Airflow's ({folder})"
     )
 
 

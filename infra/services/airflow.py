@@ -32,8 +32,14 @@ from lakehouse.core.processes import (
     wait_until,
 )
 
+# The UI and REST API in one process, the API the running tasks call in another. An audited
+# REST call (a pause, a trigger) writes its action log from the server's event loop; in one
+# process with the tasks' API, it could wait on SQLite's lock held by a task's call whose
+# commit needs that very loop: both stalled for SQLITE_BUSY_SECONDS, then the REST call
+# failed with a 500. Apart, the task's call commits and the REST call gets the lock.
 COMPONENTS = {
-    "airflow-api-server": ["api-server"],
+    "airflow-api-server": ["api-server", "--apps", "core"],
+    "airflow-execution-api": ["api-server", "--apps", "execution"],
     "airflow-scheduler": ["scheduler", "--skip-serve-logs"],
     "airflow-dag-processor": ["dag-processor"],
     "airflow-triggerer": ["triggerer", "--skip-serve-logs"],
@@ -88,6 +94,29 @@ def forget_asset_events(database: Path) -> int:
     return events
 
 
+UNFINISHED_RUN = "state IN ('queued', 'running')"
+UNFINISHED_TASK = (
+    "(state IS NULL OR state IN ('scheduled', 'queued', 'running', 'up_for_retry', "
+    "'up_for_reschedule', 'deferred', 'restarting'))"
+)
+
+
+def end_unfinished_runs(database: Path) -> int:
+    """Mark failed, in a stopped Airflow's database, every DAG run left queued or running, and
+    its tasks that had not ended; how many runs. For a database that outlives the lakehouse its
+    runs wrote (the tests' own Airflow): a run a failed test left queued would start once a
+    later test unpauses its DAG, and act on that test's lakehouse."""
+    with contextlib.closing(sqlite3.connect(database)) as db, db:
+        runs = int(db.execute(f"SELECT count(*) FROM dag_run WHERE {UNFINISHED_RUN}").fetchone()[0])
+        db.execute(
+            f"UPDATE task_instance SET state = 'failed' WHERE {UNFINISHED_TASK} AND EXISTS "
+            "(SELECT 1 FROM dag_run r WHERE r.dag_id = task_instance.dag_id "
+            f"AND r.run_id = task_instance.run_id AND r.{UNFINISHED_RUN})"
+        )
+        db.execute(f"UPDATE dag_run SET state = 'failed' WHERE {UNFINISHED_RUN}")
+    return runs
+
+
 def airflow_bin() -> str:
     return str(Path(sys.executable).parent / "airflow")
 
@@ -112,6 +141,10 @@ class Airflow(Service):
     def address(self) -> str:
         svc = self.ctx.settings.services
         return f"http://{svc.bind_host}:{svc.airflow_port}"
+
+    def execution_address(self) -> str:
+        svc = self.ctx.settings.services
+        return f"http://{svc.bind_host}:{svc.airflow_execution_port}"
 
     def password_file(self) -> Path:
         return self.data / "passwords.json"
@@ -156,7 +189,7 @@ class Airflow(Service):
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.password_file()),
             "AIRFLOW__CORE__FERNET_KEY": found["AIRFLOW_FERNET_KEY"],
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.address()}/execution/",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.execution_address()}/execution/",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database_url(),
             "AIRFLOW__API__HOST": svc.bind_host,
             "AIRFLOW__API__PORT": str(svc.airflow_port),
@@ -190,6 +223,13 @@ class Airflow(Service):
             return {}
         return found
 
+    def command(self, name: str) -> list[str]:
+        """How `name` (a key of COMPONENTS) is started; the tasks' API on a port of its own."""
+        args = [airflow_bin(), *COMPONENTS[name]]
+        if name == "airflow-execution-api":
+            args += ["--port", str(self.ctx.settings.services.airflow_execution_port)]
+        return args
+
     def healthy(self) -> bool:
         return all_healthy(self.health())
 
@@ -198,12 +238,18 @@ class Airflow(Service):
         require_free_port(
             "airflow", svc.bind_host, svc.airflow_port, "TRIBUTARY__SERVICES__AIRFLOW_PORT"
         )
+        require_free_port(
+            "airflow",
+            svc.bind_host,
+            svc.airflow_execution_port,
+            "TRIBUTARY__SERVICES__AIRFLOW_EXECUTION_PORT",
+        )
         env = self.env()
         self.data.mkdir(parents=True, exist_ok=True)
         self._migrate(env)
         self._write_password_file()
-        for name, args in COMPONENTS.items():
-            self.proc(name).start([airflow_bin(), *args], env=env, cwd=self.data)
+        for name in COMPONENTS:
+            self.proc(name).start(self.command(name), env=env, cwd=self.data)
         wait_until(
             self.healthy,
             timeout=240,
@@ -221,7 +267,7 @@ class Airflow(Service):
         if proc.pid() is not None:
             raise ServiceError(f"airflow: {name} is running (pid {proc.pid()}); stop it first")
         started = datetime.now(UTC)
-        proc.start([airflow_bin(), *COMPONENTS[name]], env=self.env(), cwd=self.data)
+        proc.start(self.command(name), env=self.env(), cwd=self.data)
 
         def beating() -> bool:
             health = self.health()

@@ -162,6 +162,7 @@ class ServicesSettings(_Frozen):
     minio_port: int = Field(ge=1, le=65535)
     minio_console_port: int = Field(ge=1, le=65535)
     airflow_port: int = Field(ge=1, le=65535)
+    airflow_execution_port: int = Field(ge=1, le=65535)
     airflow_parallelism: int = Field(ge=1, le=64)
     airflow_reparse_seconds: int = Field(ge=5)
     postgres_port: int = Field(ge=1, le=65535)

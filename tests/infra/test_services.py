@@ -238,3 +238,50 @@ def test_asset_events_a_deleted_lakehouse_left_in_airflow_are_forgotten(tmp_path
             for t in (*ASSET_EVENT_TABLES, "dag_run")
         }
         assert rows == {**dict.fromkeys(ASSET_EVENT_TABLES, 0), "dag_run": 1}  # runs stay
+
+
+def test_runs_a_failed_test_run_left_unfinished_in_airflow_are_ended(tmp_path: Path) -> None:
+    """A run queued or running when a test run ended (its test failed first) is marked failed
+    with its tasks that had not ended, so that no later test's unpause starts it; finished runs
+    and tasks are left as they were."""
+    import sqlite3
+
+    from infra.services.airflow import end_unfinished_runs
+
+    database = tmp_path / "airflow.db"
+    with sqlite3.connect(database) as db:  # the columns that matter of Airflow's tables
+        db.execute("CREATE TABLE dag_run (dag_id TEXT, run_id TEXT, state TEXT)")
+        db.execute(
+            "CREATE TABLE task_instance (dag_id TEXT, run_id TEXT, task_id TEXT, state TEXT)"
+        )
+        db.executemany(
+            "INSERT INTO dag_run VALUES (?, ?, ?)",
+            [
+                ("commerce", "left", "queued"),
+                ("commerce", "done", "success"),
+                ("cdc", "on", "running"),
+            ],
+        )
+        db.executemany(
+            "INSERT INTO task_instance VALUES (?, ?, ?, ?)",
+            [
+                ("commerce", "left", "supervise", None),
+                ("commerce", "done", "supervise", "success"),
+                ("cdc", "on", "capture", "success"),
+                ("cdc", "on", "reconcile", "running"),
+            ],
+        )
+    assert end_unfinished_runs(database) == 2
+    with sqlite3.connect(database) as db:
+        runs = dict(db.execute("SELECT run_id, state FROM dag_run").fetchall())
+        tasks = {
+            (run, task): state
+            for run, task, state in db.execute("SELECT run_id, task_id, state FROM task_instance")
+        }
+    assert runs == {"left": "failed", "done": "success", "on": "failed"}
+    assert tasks == {
+        ("left", "supervise"): "failed",
+        ("done", "supervise"): "success",
+        ("on", "capture"): "success",
+        ("on", "reconcile"): "failed",
+    }
