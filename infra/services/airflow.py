@@ -190,6 +190,10 @@ class Airflow(Service):
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.password_file()),
             "AIRFLOW__CORE__FERNET_KEY": found["AIRFLOW_FERNET_KEY"],
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.execution_address()}/execution/",
+            # A task's call to that API gives up after this many seconds and is sent again (5
+            # times): Airflow's 5 s is shorter than a wait for SQLite's lock, or than a cold
+            # API process's first answer on a busy machine, and the task was killed.
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": str(SQLITE_BUSY_SECONDS + 30),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database_url(),
             "AIRFLOW__API__HOST": svc.bind_host,
             "AIRFLOW__API__PORT": str(svc.airflow_port),
@@ -231,7 +235,16 @@ class Airflow(Service):
         return args
 
     def healthy(self) -> bool:
-        return all_healthy(self.health())
+        """Every component heartbeating, and the API the tasks call answering."""
+        import requests
+
+        if not all_healthy(self.health()):
+            return False
+        try:
+            url = f"{self.execution_address()}/execution/health"
+            return requests.get(url, timeout=10).status_code == 200
+        except requests.RequestException:
+            return False
 
     def start(self) -> None:
         svc = self.ctx.settings.services

@@ -101,17 +101,24 @@ def test_the_airflow_cli_runs_with_our_airflows_settings() -> None:
     assert result.stdout.strip() == str(REPO / "dags")
 
 
-def test_a_scheduler_waiting_on_the_database_lock_is_not_taken_for_dead() -> None:
-    """Airflow itself reads the threshold past which a scheduler counts as dead, and it is
-    longer than a heartbeat's wait for SQLite's lock plus a heartbeat's interval."""
+@pytest.mark.slow  # two Airflow CLI runs
+def test_a_wait_on_the_database_lock_kills_neither_the_scheduler_nor_a_task() -> None:
+    """Airflow itself reads them: the threshold past which a scheduler counts as dead is longer
+    than a heartbeat's wait for SQLite's lock plus a heartbeat's interval, and a task's call
+    to the execution API waits longer than the lock's wait before it gives up."""
     from infra.services.airflow import SQLITE_BUSY_SECONDS
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    setting = ("scheduler", "scheduler_health_check_threshold")
-    result = run_cli("airflow", "config", "get-value", *setting, env=env)
-    assert result.returncode == 0, result.stderr
+
+    def setting(section: str, key: str) -> float:
+        result = run_cli("airflow", "config", "get-value", section, key, env=env)
+        assert result.returncode == 0, result.stderr
+        return float(result.stdout.strip())
+
     heartbeat_seconds = 5  # [scheduler] scheduler_heartbeat_sec, Airflow's default
-    assert int(result.stdout.strip()) > SQLITE_BUSY_SECONDS + heartbeat_seconds
+    dead_after = setting("scheduler", "scheduler_health_check_threshold")
+    assert dead_after > SQLITE_BUSY_SECONDS + heartbeat_seconds
+    assert setting("workers", "execution_api_timeout") > SQLITE_BUSY_SECONDS
 
 
 def test_unknown_service_name_is_a_usage_error() -> None:
