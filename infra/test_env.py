@@ -144,7 +144,7 @@ def fresh_state() -> str:
         end_unfinished_runs(airflow.database())
     return (
         f"==> test state: a new {', '.join(FRESH_EACH_RUN)} and shop database, no asset event "
-        f"and no unfinished run in Airflow's ({folder})"
+        f"no unfinished run and every DAG paused in Airflow's ({folder})"
     )
 
 

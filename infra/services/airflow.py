@@ -102,11 +102,13 @@ UNFINISHED_TASK = (
 
 
 def end_unfinished_runs(database: Path) -> int:
-    """Mark failed, in a stopped Airflow's database, every DAG run left queued or running, and
-    its tasks that had not ended; how many runs. For a database that outlives the lakehouse its
-    runs wrote (the tests' own Airflow): a run a failed test left queued would start once a
-    later test unpauses its DAG, and act on that test's lakehouse."""
+    """Pause every DAG, and mark failed every DAG run left queued or running and its tasks
+    that had not ended, in a stopped Airflow's database; how many runs. For a database that
+    outlives the lakehouse its runs wrote (the tests' own Airflow): a DAG a failed test left
+    unpaused would start scheduled runs, and a run it left queued would start once a later
+    test unpauses its DAG, each acting on a later test's lakehouse."""
     with contextlib.closing(sqlite3.connect(database)) as db, db:
+        db.execute("UPDATE dag SET is_paused = 1")
         runs = int(db.execute(f"SELECT count(*) FROM dag_run WHERE {UNFINISHED_RUN}").fetchone()[0])
         db.execute(
             f"UPDATE task_instance SET state = 'failed' WHERE {UNFINISHED_TASK} AND EXISTS "

@@ -249,14 +249,16 @@ def test_asset_events_a_deleted_lakehouse_left_in_airflow_are_forgotten(tmp_path
 
 def test_runs_a_failed_test_run_left_unfinished_in_airflow_are_ended(tmp_path: Path) -> None:
     """A run queued or running when a test run ended (its test failed first) is marked failed
-    with its tasks that had not ended, so that no later test's unpause starts it; finished runs
-    and tasks are left as they were."""
+    with its tasks that had not ended, so that no later test's unpause starts it, and a DAG it
+    left unpaused is paused; finished runs and tasks are left as they were."""
     import sqlite3
 
     from infra.services.airflow import end_unfinished_runs
 
     database = tmp_path / "airflow.db"
     with sqlite3.connect(database) as db:  # the columns that matter of Airflow's tables
+        db.execute("CREATE TABLE dag (dag_id TEXT, is_paused BOOLEAN)")
+        db.executemany("INSERT INTO dag VALUES (?, ?)", [("commerce", 0), ("cdc", 1)])
         db.execute("CREATE TABLE dag_run (dag_id TEXT, run_id TEXT, state TEXT)")
         db.execute(
             "CREATE TABLE task_instance (dag_id TEXT, run_id TEXT, task_id TEXT, state TEXT)"
@@ -281,11 +283,13 @@ def test_runs_a_failed_test_run_left_unfinished_in_airflow_are_ended(tmp_path: P
     assert end_unfinished_runs(database) == 2
     with sqlite3.connect(database) as db:
         runs = dict(db.execute("SELECT run_id, state FROM dag_run").fetchall())
+        paused = dict(db.execute("SELECT dag_id, is_paused FROM dag").fetchall())
         tasks = {
             (run, task): state
             for run, task, state in db.execute("SELECT run_id, task_id, state FROM task_instance")
         }
     assert runs == {"left": "failed", "done": "success", "on": "failed"}
+    assert paused == {"commerce": 1, "cdc": 1}
     assert tasks == {
         ("left", "supervise"): "failed",
         ("done", "supervise"): "success",
