@@ -124,7 +124,11 @@ def fresh_state() -> str:
     `make test-up` left for pytest by hand). Says what it did."""
     import shutil
 
-    from infra.services.airflow import Airflow, end_unfinished_runs, forget_asset_events
+    from infra.services.airflow import (
+        Airflow,
+        forget_asset_events,
+        pause_dags_and_end_unfinished_runs,
+    )
     from infra.services.base import Context
     from infra.services.kafka import Kafka
     from infra.services.postgres import Postgres
@@ -141,9 +145,9 @@ def fresh_state() -> str:
     postgres.delete_cluster()
     if airflow.database().exists():
         forget_asset_events(airflow.database())
-        end_unfinished_runs(airflow.database())
+        pause_dags_and_end_unfinished_runs(airflow.database())
     return (
-        f"==> test state: a new {', '.join(FRESH_EACH_RUN)} and shop database, no asset event "
+        f"==> test state: a new {', '.join(FRESH_EACH_RUN)} and shop database, no asset event, "
         f"no unfinished run and every DAG paused in Airflow's ({folder})"
     )
 

@@ -101,7 +101,7 @@ UNFINISHED_TASK = (
 )
 
 
-def end_unfinished_runs(database: Path) -> int:
+def pause_dags_and_end_unfinished_runs(database: Path) -> int:
     """Pause every DAG, and mark failed every DAG run left queued or running and its tasks
     that had not ended, in a stopped Airflow's database; how many runs. For a database that
     outlives the lakehouse its runs wrote (the tests' own Airflow): a DAG a failed test left

@@ -253,7 +253,7 @@ def test_runs_a_failed_test_run_left_unfinished_in_airflow_are_ended(tmp_path: P
     left unpaused is paused; finished runs and tasks are left as they were."""
     import sqlite3
 
-    from infra.services.airflow import end_unfinished_runs
+    from infra.services.airflow import pause_dags_and_end_unfinished_runs
 
     database = tmp_path / "airflow.db"
     with sqlite3.connect(database) as db:  # the columns that matter of Airflow's tables
@@ -280,7 +280,7 @@ def test_runs_a_failed_test_run_left_unfinished_in_airflow_are_ended(tmp_path: P
                 ("cdc", "on", "reconcile", "running"),
             ],
         )
-    assert end_unfinished_runs(database) == 2
+    assert pause_dags_and_end_unfinished_runs(database) == 2
     with sqlite3.connect(database) as db:
         runs = dict(db.execute("SELECT run_id, state FROM dag_run").fetchall())
         paused = dict(db.execute("SELECT dag_id, is_paused FROM dag").fetchall())
