@@ -13,6 +13,7 @@ say it must be: a new DAG test module that uses Airflow outside the group fails 
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -121,6 +122,30 @@ SLOWEST = 25
 # names any module whose unmarked tests still take longer.
 SLOW_MODULE_SECONDS = 20.0
 _UNMARKED_SECONDS: Counter[str] = Counter()  # per module, its tests not marked slow
+# A failure, and a setup, call or teardown longer than this, is printed the moment it is
+# reported, with the time since the run started: a run stopped from outside (CI's time limit)
+# never reaches its summary, and this is then all it leaves of what failed and what took long.
+LIVE_LINE_SECONDS = 120.0
+_STARTED = time.monotonic()
+_TERMINAL: list[Any] = []
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
+def pytest_configure(config: pytest.Config) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(config, "workerinput"):
+        _TERMINAL.append(reporter)
+
+
+def live_line(report: pytest.TestReport, elapsed: float) -> str | None:
+    """The line printed at once for a report: a failure, or a step longer than the limit."""
+    if not report.failed and report.duration <= LIVE_LINE_SECONDS:
+        return None
+    what = "FAILED" if report.failed else "slow"
+    minutes, seconds = divmod(int(elapsed), 60)
+    return (
+        f"[{minutes}:{seconds:02d}] {what} {report.when} {report.nodeid} ({report.duration:.0f} s)"
+    )
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -132,6 +157,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _UNMARKED_SECONDS[module] += report.duration
     _GROUP_SECONDS[group_of(report.nodeid)] += report.duration
     _WORKER_SECONDS[worker] += report.duration
+    line = live_line(report, time.monotonic() - _STARTED)
+    if line and _TERMINAL:
+        _TERMINAL[0].write(f"\n{line}\n")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

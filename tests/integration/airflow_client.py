@@ -166,7 +166,7 @@ def run_alone(
     line: BEFORE_SCHEDULED_RUNS), with no scheduled run beside it; its task instances once
     they have finished, and the run. Unpausing makes the scheduler create the run of the
     DAG's latest interval, which would start as soon as this one ends: the DAG is paused again
-    once this run's task is under way, so that run stays queued, and is deleted, never run.
+    once this run's task is under way, so that run stays queued, and is marked failed, never run.
     A running task finishes while its DAG is paused, but the scheduler marks the run itself
     finished only later: the run's state here may still be running."""
     path = f"/dags/{dag_id}/dagRuns/{run_id}"
@@ -191,15 +191,16 @@ def run_alone(
         f"{dag_id} run {run_id}'s task to finish",
         interval=POLL_SECONDS,
     )
-    delete_queued_scheduled_runs(api, dag_id)
+    end_queued_scheduled_runs(api, dag_id)
     return expect_json(api.call("GET", path), 200), tis()
 
 
-def delete_queued_scheduled_runs(api: Api, dag_id: str) -> None:
-    """Delete the DAG's scheduled runs that have not started: unpausing a scheduled DAG makes
-    the scheduler create the run of its latest interval, which a test that triggers runs of
-    its own never needs. One that starts meanwhile is left to run (409: the API refuses to
-    delete a running run)."""
+def end_queued_scheduled_runs(api: Api, dag_id: str) -> None:
+    """Mark failed the DAG's scheduled runs that have not started: unpausing a scheduled DAG
+    makes the scheduler create the run of its latest interval, which a test that triggers runs
+    of its own never needs. Marked, never deleted: a run deleted while the scheduler's loop
+    holds it ends that loop with ObjectDeletedError, and the scheduler exits. One that started
+    meanwhile is marked failed too, its tasks with it."""
     queued = expect_json(
         api.call(
             "GET", f"/dags/{dag_id}/dagRuns", params={"run_type": "scheduled", "state": "queued"}
@@ -207,8 +208,8 @@ def delete_queued_scheduled_runs(api: Api, dag_id: str) -> None:
         200,
     )["dag_runs"]
     for scheduled in queued:
-        reply = api.call("DELETE", f"/dags/{dag_id}/dagRuns/{scheduled['dag_run_id']}")
-        assert reply.status_code in (204, 404, 409), f"{reply.status_code} {reply.text}"
+        path = f"/dags/{dag_id}/dagRuns/{scheduled['dag_run_id']}"
+        expect_json(api.call("PATCH", path, json={"state": "failed"}), 200)
 
 
 def xcom(api: Api, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from infra.services.airflow import COMPONENTS, Airflow
+from infra.services.base import Context
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.kafka_io import ensure_topic
+from lakehouse.core.paths import state_dir
 from tests.integration.airflow_client import Api, login
 from tests.integration.browser import Browser, start_browser
 from tests.integration.loopback_cluster import cluster  # noqa: F401  (the cluster tests' fixture)
@@ -20,6 +23,32 @@ def services_settings() -> Settings:
     """What the Airflow services use (their tasks' settings): this process's environment,
     without the overrides a test's own settings add."""
     return load_settings(environ=dict(os.environ))
+
+
+@pytest.fixture(autouse=True)
+def airflow_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test of the test Airflow leaves each of its components running. One that died meanwhile
+    (a scheduler whose loop raises exits, and nothing here starts it again) would fail every
+    Airflow test after it on its timeouts: it is started again, and this test fails with the end
+    of its log."""
+    yield
+    if "airflow_up" not in request.fixturenames:
+        return
+    settings: Settings = request.getfixturevalue("services_settings")
+    airflow = Airflow(Context(settings=settings, state=state_dir()))
+    dead = [name for name in COMPONENTS if airflow.proc(name).pid() is None]
+    for name in dead:
+        airflow.restart_component(name)
+    if dead:
+        ends = "\n".join(f"--- {name}:\n{log_tail(airflow.proc(name).log_file)}" for name in dead)
+        pytest.fail(f"Airflow's {', '.join(dead)} died during this test (started again):\n{ends}")
+
+
+def log_tail(log: Path, lines: int = 40) -> str:
+    """The last lines of a log, the start of the new process's own left out."""
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    before_restart = text.rsplit("\n--- ", 1)[0]
+    return "\n".join(before_restart.splitlines()[-lines:])
 
 
 @pytest.fixture(scope="module")

@@ -88,12 +88,12 @@ def test_the_scheduler_killed_mid_run_and_restarted_completes_the_run_once(
     run_id = trigger_hour(api, past_hour.hour)
     with af.unpaused(api, DAG_ID):
         _wait_for_the_job(api, run_id)
-        af.delete_queued_scheduled_runs(api, DAG_ID)
+        af.end_queued_scheduled_runs(api, DAG_ID)
         with _scheduler_killed(airflow) as killed_at:
             print("\n    left running: " + "; ".join(_task_processes(airflow)))
             time.sleep(DOWN_SECONDS)
         run, changes = _watch(api, run_id, killed_at)
-        af.delete_queued_scheduled_runs(api, DAG_ID)
+        af.end_queued_scheduled_runs(api, DAG_ID)
     path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK}"
     ti = af.expect_json(api.call("GET", path), 200)
     tries = af.expect_json(api.call("GET", f"{path}/tries"), 200)["task_instances"]

@@ -182,7 +182,7 @@ def _run_side_by_side(
     """A run of each DAG with its action, first in line (before the scheduled run unpausing
     creates), the DAGs unpaused together. Each DAG is paused again once every task of its run
     has started or been skipped: its scheduled run, which would start the moment this one
-    ends, stays queued and is deleted (a paused DAG's running tasks finish; the run itself is
+    ends, stays queued and is marked failed (a paused DAG's running tasks finish; the run itself is
     marked finished at the next unpause, so its tasks are what is waited for). Each run's DAG
     and its tasks' states, by run id, once they have all ended. Fails with every task's log of
     a run with a task that failed."""
@@ -228,7 +228,7 @@ def _run_side_by_side(
     )
     found = {}
     for run_id, dag_id in runs.items():
-        af.delete_queued_scheduled_runs(api, dag_id)
+        af.end_queued_scheduled_runs(api, dag_id)
         if states_of(run_id) & {"failed", "upstream_failed"}:
             report = af.tasks_report(
                 tis[run_id], af.task_logs(api, dag_id, run_id, tis[run_id]), lines=30

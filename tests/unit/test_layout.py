@@ -107,3 +107,17 @@ def test_every_job_is_a_thin_entry_point() -> None:
         if (lines := len(path.read_text().splitlines())) > 150
     }
     assert longer == {}
+
+
+def test_a_failure_or_a_long_step_is_printed_at_once_with_the_time_since_the_start() -> None:
+    from tests.scheduling import LIVE_LINE_SECONDS, live_line
+
+    def report(outcome: str, duration: float) -> pytest.TestReport:
+        return pytest.TestReport(
+            "tests/x.py::t", ("x", 1, "t"), {}, outcome, None, "call", [], duration
+        )
+
+    assert live_line(report("passed", LIVE_LINE_SECONDS - 1), 10) is None
+    assert live_line(report("failed", 1.0), 3725) == "[62:05] FAILED call tests/x.py::t (1 s)"
+    long = live_line(report("passed", LIVE_LINE_SECONDS + 1), 61)
+    assert long == f"[1:01] slow call tests/x.py::t ({LIVE_LINE_SECONDS + 1:.0f} s)"
