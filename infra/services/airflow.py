@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.services.base import Service
+from infra.services.keeper import kept
 from lakehouse.core import secrets
 from lakehouse.core.paths import REPO_ROOT
 from lakehouse.core.processes import (
@@ -230,11 +231,12 @@ class Airflow(Service):
         return found
 
     def command(self, name: str) -> list[str]:
-        """How `name` (a key of COMPONENTS) is started; the tasks' API on a port of its own."""
+        """How `name` (a key of COMPONENTS) is started: under a keeper, which starts it again if
+        it exits (infra/services/keeper.py); the tasks' API on a port of its own."""
         args = [airflow_bin(), *COMPONENTS[name]]
         if name == "airflow-execution-api":
             args += ["--port", str(self.ctx.settings.services.airflow_execution_port)]
-        return args
+        return kept(args)
 
     def healthy(self) -> bool:
         """Every component heartbeating, and the API the tasks call answering."""
@@ -283,6 +285,11 @@ class Airflow(Service):
             raise ServiceError(f"airflow: {name} is running (pid {proc.pid()}); stop it first")
         started = datetime.now(UTC)
         proc.start(self.command(name), env=self.env(), cwd=self.data)
+        self.wait_beating(name, started, timeout)
+
+    def wait_beating(self, name: str, since: datetime, timeout: float = 240) -> None:
+        """Wait until Airflow is healthy with `name` (a key of COMPONENTS) heartbeating after
+        `since`. Raises ServiceError if it does not within `timeout` s, or exits."""
 
         def beating() -> bool:
             health = self.health()
@@ -292,8 +299,9 @@ class Airflow(Service):
                 return True
             part, key = HEARTBEATS[name]
             beat = health[part].get(key)
-            return beat is not None and datetime.fromisoformat(beat) > started
+            return beat is not None and datetime.fromisoformat(beat) > since
 
+        proc = self.proc(name)
         wait_until(beating, timeout=timeout, what=f"waiting for Airflow's {name}", proc=proc)
 
     def unpause(self, dag_ids: list[str], timeout: float = 180) -> None:

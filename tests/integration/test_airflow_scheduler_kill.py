@@ -36,6 +36,7 @@ import pytest
 
 from infra.services.airflow import Airflow
 from infra.services.base import Context
+from infra.services.keeper import MARK
 from lakehouse.batch.recompute import Interval
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import delta_rs_location
@@ -128,6 +129,32 @@ def test_the_scheduler_killed_mid_run_and_restarted_completes_the_run_once(
         for e in events
     }
     assert announced == {(hour, hour + HOUR)}, events
+
+
+@pytest.mark.restarts_airflow
+def test_a_scheduler_that_exits_is_started_again_by_its_keeper(airflow: Airflow) -> None:
+    """The scheduler's process alone ends (SIGTERM, as it ends when its loop raises): its
+    keeper (infra/services/keeper.py) starts it again, and it heartbeats."""
+    keeper = airflow.proc(SCHEDULER).pid()
+    assert keeper is not None, f"the test Airflow's scheduler is not running ({SCHEDULER})"
+    [scheduler] = _children(keeper)
+    log = airflow.proc(SCHEDULER).log_file
+    said_before = log.stat().st_size
+    ended_at = datetime.now(UTC)
+    os.kill(scheduler, signal.SIGTERM)
+    airflow.wait_beating(SCHEDULER, ended_at)
+    assert airflow.proc(SCHEDULER).pid() == keeper
+    [again] = _children(keeper)
+    assert again != scheduler
+    with open(log, "rb") as said:
+        said.seek(said_before)
+        lines = said.read().decode(errors="replace").splitlines()
+    restarts = [line for line in lines if line.startswith(MARK)]
+    assert len(restarts) == 1 and restarts[0].endswith("starting it again"), restarts
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
 @contextmanager
