@@ -46,6 +46,7 @@ def test_options_that_do_not_go_together_are_refused_in_one_line(
     assert ran.stderr.strip().splitlines() == [message]
 
 
+@pytest.mark.slow  # builds the captured tables and runs two comparisons
 def test_the_summary_names_the_table_the_stream_got_wrong_and_records_only_when_asked(
     spark, run_job_here, tmp_path
 ) -> None:
