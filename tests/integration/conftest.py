@@ -17,6 +17,7 @@ from lakehouse.core.paths import state_dir
 from tests.integration.airflow_client import Api, login
 from tests.integration.browser import Browser, start_browser
 from tests.integration.loopback_cluster import cluster  # noqa: F401  (the cluster tests' fixture)
+from tests.integration.service_logs import log_tail, new_lines
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +25,12 @@ def services_settings() -> Settings:
     """What the Airflow services use (their tasks' settings): this process's environment,
     without the overrides a test's own settings add."""
     return load_settings(environ=dict(os.environ))
+
+
+@pytest.fixture
+def airflow(airflow_up: str, services_settings: Settings) -> Airflow:
+    """The test Airflow's components, known by the pid files its start left."""
+    return Airflow(Context(settings=services_settings, state=state_dir()))
 
 
 @pytest.fixture(autouse=True)
@@ -36,8 +43,7 @@ def airflow_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
     if "airflow_up" not in request.fixturenames:
         yield
         return
-    settings: Settings = request.getfixturevalue("services_settings")
-    airflow = Airflow(Context(settings=settings, state=state_dir()))
+    airflow: Airflow = request.getfixturevalue("airflow")
     logs = {name: airflow.proc(name).log_file for name in COMPONENTS}
     sizes = {name: log.stat().st_size if log.is_file() else 0 for name, log in logs.items()}
     yield
@@ -53,26 +59,6 @@ def airflow_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
             f"Airflow's {', '.join(sorted({*dead, *restarted}))} exited during this test "
             f"(started again):\n{ends}"
         )
-
-
-def new_lines(log: Path, since: int) -> str:
-    """What `log` gained after its first `since` bytes."""
-    if not log.is_file():
-        return ""
-    with open(log, "rb") as f:
-        f.seek(since)
-        return f.read().decode(errors="replace")
-
-
-def log_tail(text: str, lines: int = 40) -> str:
-    """The last lines of a log before the process was started again: up to the keeper's line
-    saying it exited, or else up to the line Proc.start writes."""
-    if MARK in text:
-        end = text.find("\n", text.rindex(MARK))
-        before_restart = text if end == -1 else text[:end]
-    else:
-        before_restart = text.rsplit("\n--- 20", 1)[0]
-    return "\n".join(before_restart.splitlines()[-lines:])
 
 
 @pytest.fixture(scope="module")

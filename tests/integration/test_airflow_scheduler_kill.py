@@ -35,12 +35,10 @@ import pyarrow.compute as pc
 import pytest
 
 from infra.services.airflow import Airflow
-from infra.services.base import Context
 from infra.services.keeper import MARK
 from lakehouse.batch.recompute import Interval
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import delta_rs_location
-from lakehouse.core.paths import state_dir
 from lakehouse.core.processes import processes_with_env
 from lakehouse.core.small_tables import table_rows
 from lakehouse.core.tables import table
@@ -54,6 +52,7 @@ from tests.integration.batch_hours import (
     past_hour_in_bronze,
     trigger_hour,
 )
+from tests.integration.service_logs import new_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -75,12 +74,6 @@ def past_hour(
 ) -> PastHour:
     ledgers = tmp_path_factory.mktemp("scheduler_kill")
     return past_hour_in_bronze(api, spark, services_settings, ledgers)
-
-
-@pytest.fixture
-def airflow(airflow_up: str, services_settings: Settings) -> Airflow:
-    """The test Airflow's components, known by the pid files its start left."""
-    return Airflow(Context(settings=services_settings, state=state_dir()))
 
 
 def test_the_scheduler_killed_mid_run_and_restarted_completes_the_run_once(
@@ -146,9 +139,7 @@ def test_a_scheduler_that_exits_is_started_again_by_its_keeper(airflow: Airflow)
     assert airflow.proc(SCHEDULER).pid() == keeper
     [again] = _children(keeper)
     assert again != scheduler
-    with open(log, "rb") as said:
-        said.seek(said_before)
-        lines = said.read().decode(errors="replace").splitlines()
+    lines = new_lines(log, said_before).splitlines()
     restarts = [line for line in lines if line.startswith(MARK)]
     assert len(restarts) == 1 and restarts[0].endswith("starting it again"), restarts
 
