@@ -70,7 +70,7 @@ def main() -> None:
         times = []
         for _ in range(args.repeat):
             began = time.monotonic()
-            coverage = batch_coverage(spark, settings, counts)
+            coverage = batch_coverage(spark, settings, counts.name)
             times.append(time.monotonic() - began)
             assert len(coverage.ranges) == 1 and coverage.table_version == args.runs - 1
         return times

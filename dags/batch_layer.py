@@ -23,6 +23,7 @@ log = logging.getLogger("tributary.dags.batch_layer")
 VIEWS = ["event_counts_1m", "active_users_10m", "user_sessions"]
 # One asset per batch view, so reconciliation can be scheduled on data, not on time.
 ASSETS = [Asset(name=f"batch.{v}", uri=f"tributary://batch/{v}") for v in VIEWS]
+REVENUE_ASSET = Asset(name="batch.revenue_by_segment", uri="tributary://batch/revenue_by_segment")
 
 DOC = """
 ### Batch layer
@@ -50,6 +51,12 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
   already): an interval whose last run still stands (nothing within its reach appended to
   bronze since, every view final) is skipped with the run it stands on; tick *Force* to
   recompute it anyway.
+- **The revenue view** (`revenue` task, after the views): `batch.revenue_by_segment`,
+  purchases and revenue per hour, user segment and product category, recomputed from bronze
+  and the dimensions' history tables (`python -m jobs.batch_revenue`) and recorded in
+  `ops.batch_runs` for the serving layer. Skipped, saying so, while the enrichment stream
+  (the `enrichment` DAG) has never run. It is never skipped as unchanged: the history tables
+  move on their own.
 - **Kappa mode** (config `mode: kappa`, or the Mode field for one run): runs do nothing and
   say so in the log; the `kappa_replay` DAG's scheduled replay is the recomputation instead.
 """
@@ -102,7 +109,12 @@ def batch_layer() -> None:
     def recompute() -> dict[str, Any]:
         return recompute_run_interval(get_current_context())
 
-    recompute()
+    # After the views, whether they were recomputed or found unchanged.
+    @task(outlets=[REVENUE_ASSET], execution_timeout=timedelta(hours=2), trigger_rule="none_failed")
+    def revenue() -> dict[str, Any]:
+        return recompute_run_revenue(get_current_context())
+
+    recompute() >> revenue()
 
 
 def recompute_run_interval(context: Mapping[str, Any], run: RunJob | None = None) -> dict[str, Any]:
@@ -146,6 +158,39 @@ def recompute_run_interval(context: Mapping[str, Any], run: RunJob | None = None
     # Consumers of the assets (data_quality) learn which interval was recomputed.
     for asset in ASSETS:
         context["outlet_events"][asset].extra = {"interval_start": start, "interval_end": end}
+    return summary
+
+
+def recompute_run_revenue(context: Mapping[str, Any], run: RunJob | None = None) -> dict[str, Any]:
+    """The revenue task (callable as recompute_run_interval is): skip in kappa mode and while
+    the enrichment stream has never run, else run jobs.batch_revenue over the interval."""
+    from dags.support.job_runner import run_job
+    from dags.support.run_params import checked_params
+    from jobs.contract import Exit
+    from lakehouse.core.config import get_settings
+    from lakehouse.core.small_tables import has_rows
+    from lakehouse.joins.outputs import EnrichmentOutputs
+
+    settings = get_settings()
+    if (checked_params(context).get("mode") or settings.mode) == "kappa":
+        raise AirflowSkipException("kappa mode: no batch recomputation of the revenue view")
+    if not has_rows(settings, EnrichmentOutputs.live().progress):
+        raise AirflowSkipException(
+            "the enrichment stream has never run (the enrichment DAG starts it): no revenue "
+            "view to recompute"
+        )
+    start, end = _interval(context)
+    outcome = (run or run_job)(
+        "jobs.batch_revenue",
+        ["--start", start, "--end", end, "--run-id", context["run_id"]],
+        on_line=log.info,
+    )
+    if outcome.returncode == Exit.NOTHING_TO_DO:
+        raise AirflowSkipException(outcome.reason())
+    if outcome.returncode == Exit.BAD_REQUEST:
+        raise outcome.refusal(f"bad interval [{start}, {end})")
+    summary = outcome.summary("batch_revenue")
+    context["outlet_events"][REVENUE_ASSET].extra = {"interval_start": start, "interval_end": end}
     return summary
 
 

@@ -19,16 +19,11 @@ it again).
 
 from __future__ import annotations
 
-import argparse
 import sys
-from datetime import UTC, datetime
 
-from jobs.arguments import iso_moment
+from jobs.batch_interval import LOCK_WAIT_SECONDS, checked_request, interval_parser
 from jobs.contract import Exit, exit_with, result_line
-from jobs.parser import OneLineParser
 from lakehouse.batch.recompute import (
-    Interval,
-    IntervalError,
     IntervalUnchanged,
     NoDataError,
     recompute_interval,
@@ -42,36 +37,20 @@ from lakehouse.core.storage_outage import lost_storage, storage_watched
 from lakehouse.core.tables import BATCH
 
 JOB = "batch"
-# Another batch run (a backfill beside the schedule) finishes in minutes; wait rather than fail.
-LOCK_WAIT_SECONDS = 900
 
 
 def main(argv: list[str]) -> Exit:
-    parser = OneLineParser(
-        prog="python -m jobs.batch_layer",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--start", type=iso_moment, required=True, help="interval start (inclusive)"
-    )
-    parser.add_argument("--end", type=iso_moment, required=True, help="interval end (exclusive)")
-    parser.add_argument(
-        "--run-id", help="the run's identity in ops.batch_runs (Airflow passes its run id)"
-    )
+    parser = interval_parser("python -m jobs.batch_layer", __doc__)
     parser.add_argument(
         "--force",
         action="store_true",
         help="recompute even if the interval's last run still stands",
     )
     args = parser.parse_args(argv)
-    now = datetime.now(UTC)
-    try:
-        interval = Interval.checked(args.start, args.end, now)
-    except IntervalError as err:
-        print(f"batch layer: {err}; nothing written", file=sys.stderr)
+    request = checked_request(args, "batch layer")
+    if request is None:
         return Exit.BAD_REQUEST
-    run_id = args.run_id or f"manual:{interval}:{now:%Y%m%dT%H%M%S}"
+    interval, run_id = request.interval, request.run_id
     try:
         settings = get_settings()
         if settings.storage.on_s3:

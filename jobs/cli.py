@@ -32,7 +32,7 @@ from lakehouse.core.config import ConfigError
 from lakehouse.core.locks import WriterBusyError
 from lakehouse.core.spark import SparkSetupError
 from lakehouse.core.storage import StorageError
-from lakehouse.transforms.views import VIEWS
+from lakehouse.serving.serve import SERVED_VIEWS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     q = commands.add_parser("query", help="rows of a serving view for a time range")
-    q.add_argument("view", choices=list(VIEWS), help="the view")
+    q.add_argument("view", choices=list(SERVED_VIEWS), help="the view")
     q.add_argument("--from", dest="start", type=iso_moment, help="first instant (inclusive, UTC)")
     q.add_argument("--to", dest="end", type=iso_moment, help="last instant (exclusive, UTC)")
     q.add_argument("--limit", type=positive_int, default=200, help="at most this many rows (200)")

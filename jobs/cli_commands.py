@@ -27,14 +27,13 @@ from lakehouse.serving.sql import (
     query_serving_views,
     statement_failed,
 )
-from lakehouse.transforms.views import VIEWS
 
 # Long sorted user lists make a table unreadable; they stay one flag away.
 WIDE_COLUMNS = {"users"}
 
 
 def query(args: argparse.Namespace) -> Exit:
-    from lakehouse.serving.serve import NoServingDataError, serve
+    from lakehouse.serving.serve import NoServingDataError, row_order, serve
 
     if args.start and args.end and args.start >= args.end:
         print(
@@ -48,10 +47,9 @@ def query(args: argparse.Namespace) -> Exit:
     except NoServingDataError as err:
         print(f"tributary query: {err}", file=sys.stderr)
         return Exit.NOTHING_TO_DO
-    v = VIEWS[args.view]
     if not args.with_users:
         served = served.drop(*(WIDE_COLUMNS & set(served.columns)))
-    ordered = served.orderBy(v.time_column, *v.keys)
+    ordered = served.orderBy(*row_order(args.view))
     rows = rows_as_text(ordered, args.limit, args.format)
     print(rows.text, end="")
     print(f"-- {rows.note()}; {coverage.seam()}", file=sys.stderr)
@@ -70,7 +68,7 @@ def sql(args: argparse.Namespace) -> Exit:
         answer = query_serving_views(spark, settings, args.statement)
         registered = answer.registered
         for name in answer.missing:
-            print(f"-- serving_{name}: no results yet (run the speed layer)", file=sys.stderr)
+            print(f"-- serving_{name}: no results yet", file=sys.stderr)
         rows = rows_as_text(answer.result, args.limit, args.format)
         print(rows.text, end="")
     except StatementRefused as err:

@@ -176,44 +176,18 @@ def recompute_interval(
     unchanged = None if force else unchanged_since_last_run(spark, settings, interval)
     if unchanged is not None:
         raise unchanged_error(interval, unchanged)
-    # Parsing decodes bytes: string bronze from an older release is migrated first.
-    require_bytes(spark, settings, [BRONZE])
-    raw = read_table_at(spark, BRONZE, settings, bronze_version)
-    assert raw is not None
     lookback = timedelta(seconds=max(v.lookback_seconds for v in VIEWS.values()))
-    events = (
-        # Only what the run's figures and the views read: less to shuffle and cache.
-        first_deliveries_from(
-            spark,
-            settings,
-            raw,
-            interval.start - lookback,
-            ["kafka_timestamp", *VIEW_INPUT_COLUMNS],
-        )
-        # kafka_partition stays: the watermark is decided per partition.
-        .drop("event_id", "kafka_offset")
-        .persist(StorageLevel.MEMORY_AND_DISK)
+    # Only what the run's figures and the views read: less to shuffle and cache.
+    read = accepted_in_bronze(
+        spark,
+        settings,
+        (interval, bronze_version),
+        interval.start - lookback,
+        ["kafka_timestamp", *VIEW_INPUT_COLUMNS],
     )
+    events = read.events
     try:
-        read = events.agg(
-            F.count_if(F.expr(interval.condition("event_time"))).alias("in_interval"),
-            F.max(F.unix_micros("kafka_timestamp")).alias("ingest_high_water"),
-        ).first()
-        assert read is not None
-        if not read["in_interval"]:
-            raise NoDataError(
-                f"no accepted event in {interval} in {BRONZE.name} version {bronze_version}: "
-                "nothing written"
-            )
-        # The speed layer's rule (transforms.lateness) over the events read: the newest of
-        # them are all there (bronze is read from a time on).
-        rule = WatermarkRule.of(settings)
-        supported = partition_marks(events, rule.support_events).supported_newest(rule)
-        watermark = (
-            EPOCH
-            if supported is None  # too few events to support any: nothing is final yet
-            else from_micros(supported) - timedelta(seconds=rule.allowed_lateness_seconds)
-        )
+        watermark = batch_watermark(events, settings)
 
         # Each view's write is largely planning and committing on the driver, one core's
         # work: side by side the three finish sooner. Each writes a table of its own.
@@ -228,14 +202,68 @@ def recompute_interval(
         run_id=run_id,
         interval=interval,
         bronze_version=bronze_version,
-        ingest_high_water=from_micros(read["ingest_high_water"]),
+        ingest_high_water=read.ingest_high_water,
         watermark=watermark,
-        events=int(read["in_interval"]),
+        events=read.in_interval,
         views=results,
         seconds=time.monotonic() - began,
     )
     _record_run(spark, settings, run, started_at)
     return replace(run, vacuumed=vacuum_if_due(spark, settings, datetime.now(UTC)))
+
+
+@dataclass(frozen=True)
+class BronzeRead:
+    events: DataFrame  # persisted: the caller unpersists it
+    in_interval: int  # how many of them are in the interval
+    ingest_high_water: datetime  # the newest Kafka timestamp among them
+
+
+def accepted_in_bronze(
+    spark: SparkSession,
+    settings: Settings,
+    at: tuple[Interval, int],
+    since: datetime,
+    columns: list[str],
+) -> BronzeRead:
+    """The accepted first deliveries in bronze at a version with an event time from `since`
+    on, with kafka_partition (the watermark is decided per partition) and `columns`, for an
+    interval (`at`: the interval, the bronze version); NoDataError when none is in it."""
+    interval, bronze_version = at
+    # Parsing decodes bytes: string bronze from an older release is migrated first.
+    require_bytes(spark, settings, [BRONZE])
+    raw = read_table_at(spark, BRONZE, settings, bronze_version)
+    assert raw is not None
+    events = (
+        first_deliveries_from(spark, settings, raw, since, columns)
+        .select("kafka_partition", *columns)
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    try:
+        read = events.agg(
+            F.count_if(F.expr(interval.condition("event_time"))).alias("in_interval"),
+            F.max(F.unix_micros("kafka_timestamp")).alias("ingest_high_water"),
+        ).first()
+        assert read is not None
+        if not read["in_interval"]:
+            raise NoDataError(
+                f"no accepted event in {interval} in {BRONZE.name} version {bronze_version}: "
+                "nothing written"
+            )
+    except BaseException:
+        events.unpersist()
+        raise
+    return BronzeRead(events, int(read["in_interval"]), from_micros(read["ingest_high_water"]))
+
+
+def batch_watermark(events: DataFrame, settings: Settings) -> datetime:
+    """The speed layer's watermark rule (transforms.lateness) over accepted events read from
+    bronze from a time on, so that the newest of them are all there."""
+    rule = WatermarkRule.of(settings)
+    supported = partition_marks(events, rule.support_events).supported_newest(rule)
+    if supported is None:  # too few events to support any: nothing is final yet
+        return EPOCH
+    return from_micros(supported) - timedelta(seconds=rule.allowed_lateness_seconds)
 
 
 def vacuum_if_due(spark: SparkSession, settings: Settings, now: datetime) -> tuple[str, ...]:

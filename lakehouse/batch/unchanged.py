@@ -108,11 +108,14 @@ def bronze_unchanged(settings: Settings, interval: Interval) -> Unchanged | None
 
 def last_run_of(settings: Settings, interval: Interval) -> LastRun | None:
     """The latest recorded run of exactly `interval` (all views), if any: ops.batch_runs read
-    with delta-rs (a row per run and view)."""
+    with delta-rs (a row per run and view; the revenue view's rows, lakehouse.joins.batch, are
+    a run of their own)."""
     import pyarrow.compute as pc
 
-    exactly = (pc.field("interval_start") == interval.start) & (
-        pc.field("interval_end") == interval.end
+    exactly = (
+        (pc.field("interval_start") == interval.start)
+        & (pc.field("interval_end") == interval.end)
+        & pc.field("view").isin(list(VIEWS))
     )
     views: dict[str, list[dict[str, Any]]] = {}
     for row in small_tables.table_rows(settings, RUNS, exactly):

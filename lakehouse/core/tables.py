@@ -290,10 +290,11 @@ ENRICHED = (
     "product_version_lsn bigint, segment string, country string, user_match string, "
     "user_version_lsn bigint, enriched_batch bigint, corrected boolean"
 )
-REVENUE = (
+REVENUE_VIEW = (
     "window_start timestamp, window_end timestamp, segment string, category string, "
-    "purchases bigint, revenue decimal(38,2), batch_id bigint"
+    "purchases bigint, revenue decimal(38,2)"
 )
+REVENUE = f"{REVENUE_VIEW}, batch_id bigint"  # the stream's partial rows, by micro-batch
 
 
 def _enrichment_tables() -> list[Table]:
@@ -586,6 +587,13 @@ TABLES: dict[str, Table] = {
             VERSIONS,
             "Which stream output the serving layer reads: one row per promotion or rollback",
             schema=POINTER,
+        ),
+        Table(
+            "batch.revenue_by_segment",
+            BATCH,
+            "Purchases and revenue per hour, user segment and product category, recomputed "
+            "complete from bronze and the dimensions' history tables",
+            schema=REVENUE_VIEW,
         ),
         Table(
             "ops.batch_runs",

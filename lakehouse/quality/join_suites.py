@@ -135,6 +135,42 @@ def revenue_by_segment_suite(name: str = "speed.revenue_by_segment") -> Suite:
     )
 
 
+def batch_revenue_suite() -> Suite:
+    """The batch layer's hourly purchases and revenue per segment and category: one final row
+    per key, recomputed from bronze (lakehouse.joins.batch)."""
+
+    return _suite(
+        "batch.revenue_by_segment",
+        _types(
+            Action.FAIL,
+            window_start="TimestampType",
+            window_end="TimestampType",
+            purchases="LongType",
+            revenue="DecimalType",
+        ),
+        _not_null(Action.FAIL, "window_start", "window_end", "segment", "category"),
+        _not_null(Action.FAIL, "purchases", "revenue"),
+        _no_rows(
+            "window_is_an_hour",
+            "window_end <> window_start + INTERVAL 1 HOUR",
+            Action.FAIL,
+            "Each row's window is the hour it starts.",
+        ),
+        _no_rows(
+            "purchases_counted",
+            "purchases <= 0 OR revenue < 0",
+            Action.FAIL,
+            "A row counts at least one purchase, and revenue is a sum of non-negative amounts.",
+        ),
+        _no_groups(
+            "one_row_per_key",
+            "SELECT window_start, segment, category FROM {batch} "
+            "GROUP BY window_start, segment, category HAVING count(*) > 1",
+            "Each hour, segment and category has one row: a rerun replaces its interval's.",
+        ),
+    )
+
+
 def order_events_suite() -> Suite:
     """Accepted order lifecycle events: each once, typed, of a known type."""
 
@@ -305,6 +341,7 @@ def user_orders_suite() -> Suite:
 JOIN_SUITES: dict[str, Callable[[], Suite]] = {
     "silver.events_enriched": events_enriched_suite,
     "speed.revenue_by_segment": revenue_by_segment_suite,
+    "batch.revenue_by_segment": batch_revenue_suite,
     "silver.order_events": order_events_suite,
     "silver.payments": payments_suite,
     "silver.order_state": order_state_suite,

@@ -54,6 +54,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "joins": (
         "silver.events_enriched",
         "speed.revenue_by_segment",
+        "batch.revenue_by_segment",
         "silver.purchase_attribution",
         "silver.order_payments",
         "silver.user_orders",
@@ -73,6 +74,7 @@ TIME_COLUMNS: dict[str, str | None] = {
     "silver.order_transitions_rejected": "event_time",
     "silver.events_enriched": "event_time",
     "speed.revenue_by_segment": "window_start",
+    "batch.revenue_by_segment": "window_start",
     "silver.purchase_attribution": "purchase_time",
     "silver.order_payments": "placed_at",
     "silver.user_orders": None,

@@ -36,6 +36,10 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 RUNS = table("ops.batch_runs")
+# The click-stream views, and the enrichment's revenue view (lakehouse.joins), each served
+# batch where the batch has covered and speed after.
+REVENUE_VIEW = "revenue_by_segment"
+SERVED_VIEWS = (*VIEWS, REVENUE_VIEW)
 
 Range = tuple[datetime, datetime]
 
@@ -110,7 +114,8 @@ def coverage_of(runs: list[RunCoverage]) -> list[Range]:
     return covered
 
 
-def batch_coverage(spark: SparkSession, settings: Settings, v: View) -> Coverage:
+def batch_coverage(spark: SparkSession, settings: Settings, view_name: str) -> Coverage:
+    """What the batch layer's recorded runs of `view_name` made final (coverage_of)."""
     if not table_exists(spark, RUNS, settings):
         return Coverage([], None)
     runs = [
@@ -118,7 +123,7 @@ def batch_coverage(spark: SparkSession, settings: Settings, v: View) -> Coverage
             from_micros(r["start"]), from_micros(r["end"]), from_micros(r["until"]), r["version"]
         )
         for r in read_table(spark, RUNS, settings)
-        .where(F.col("view") == v.name)
+        .where(F.col("view") == view_name)
         .select(
             F.unix_micros("interval_start").alias("start"),
             F.unix_micros("interval_end").alias("end"),
@@ -144,7 +149,7 @@ class CorrectedSide:
 
 def corrected_side(spark: SparkSession, settings: Settings, v: View, mode: str) -> CorrectedSide:
     if mode == "lambda":
-        coverage = batch_coverage(spark, settings, v)
+        coverage = batch_coverage(spark, settings, v.name)
         rows = read_table_at(spark, table(v.batch_table), settings, coverage.table_version)
         return CorrectedSide("batch", rows, coverage)
     from lakehouse.replay.versions import LIVE, outputs_of, served_version
@@ -188,6 +193,10 @@ def serve(
     """The view's rows with time in [start, end), each from the side that owns it, with a
     `source` column: the corrected side ('batch', or the promoted 'replay_<version>' in
     kappa mode) where it covers, the live speed layer ('speed') elsewhere."""
+    if view_name == REVENUE_VIEW:  # the enrichment's view, served alike (serving.revenue)
+        from lakehouse.serving.revenue import serve_revenue
+
+        return serve_revenue(spark, settings, start, end, mode or settings.mode)
     v = view(view_name)
     corrected = corrected_side(spark, settings, v, mode or settings.mode)
     coverage = corrected.coverage
@@ -207,16 +216,31 @@ def serve(
             f"nothing to serve for {v.name}: neither {corrected.name} nor {speed.name} has "
             "results yet (run the speed layer)"
         )
+    return in_range(parts, v.time_column, start, end), coverage
+
+
+def in_range(
+    parts: list[DataFrame], time_column: str, start: datetime | None, end: datetime | None
+) -> DataFrame:
+    """The rows of every part whose `time_column` is in [start, end) (None: unbounded)."""
     served = reduce(lambda a, b: a.unionByName(b), parts)
     if start is not None:
-        served = served.where(F.col(v.time_column) >= F.lit(start))
+        served = served.where(F.col(time_column) >= F.lit(start))
     if end is not None:
-        served = served.where(F.col(v.time_column) < F.lit(end))
-    return served, coverage
+        served = served.where(F.col(time_column) < F.lit(end))
+    return served
 
 
 class NoServingDataError(Exception):
     """Neither side of a view exists yet."""
+
+
+def row_order(view_name: str) -> tuple[str, ...]:
+    """The columns a served view's rows are shown in the order of: its time, then its keys."""
+    if view_name == REVENUE_VIEW:
+        return ("window_start", "segment", "category")
+    v = view(view_name)
+    return (v.time_column, *v.keys)
 
 
 def register_serving_views(spark: SparkSession, settings: Settings) -> tuple[list[str], list[str]]:
@@ -225,7 +249,7 @@ def register_serving_views(spark: SparkSession, settings: Settings) -> tuple[lis
     Returns the names registered, and the views not registered because nothing serves them yet.
     """
     names, missing = [], []
-    for name in VIEWS:
+    for name in SERVED_VIEWS:
         try:
             served, _ = serve(spark, settings, name)
         except NoServingDataError:

@@ -165,3 +165,84 @@ def test_a_try_that_finds_its_own_runs_record_succeeds_and_announces_the_interva
         assert extra == {"interval_start": conf["start"], "interval_end": conf["end"]}
     with pytest.raises(AirflowSkipException, match="unchanged since run other"):
         batch.module.recompute_run_interval(context, run=standing("other"))
+
+
+def test_the_revenue_task_follows_the_views_and_publishes_its_asset(batch_dag: Any) -> None:
+    """It runs whether the views were recomputed or skipped (unchanged, no events): the
+    dimensions' history moves on its own."""
+    task = batch_dag.get_task("revenue")
+    assert task.upstream_task_ids == {"recompute"}
+    assert task.trigger_rule == "none_failed"
+    assert [a.name for a in task.outlets] == ["batch.revenue_by_segment"]
+
+
+def test_the_revenue_task_skips_in_kappa_mode_and_before_the_enrichment_ran(
+    batch: DagFile, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from lakehouse.core.config import get_settings
+
+    monkeypatch.setenv("TRIBUTARY__STORAGE__ROOT", str(tmp_path / "lakehouse"))
+    get_settings.cache_clear()
+    try:
+        kappa = batch.context("revenue", {"mode": "kappa"})
+        with pytest.raises(AirflowSkipException, match="kappa mode"):
+            batch.module.recompute_run_revenue(kappa, run=no_job)
+        conf = {"start": "2026-01-01T10:00:00Z", "end": "2026-01-01T11:00:00Z"}
+        with pytest.raises(AirflowSkipException, match="enrichment stream has never run"):
+            batch.module.recompute_run_revenue(batch.context("revenue", conf), run=no_job)
+    finally:
+        get_settings.cache_clear()
+
+
+def test_the_revenue_task_runs_the_job_over_the_interval_and_skips_on_its_reason(
+    batch: DagFile, jobs_here: RunJob, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the enrichment stream has a batch, the task runs jobs.batch_revenue (here
+    in-process) over the interval; its exit 3 (no bronze yet) skips the task with its line."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from lakehouse.core.config import get_settings
+    from lakehouse.core.delta_io import append_rows_batch
+    from lakehouse.joins.outputs import EnrichmentOutputs
+    from tests.lakehouses import local_lakehouse
+
+    settings = local_lakehouse(tmp_path)
+    progress = {
+        "app_id": "enrich:q",
+        "batch_id": 0,
+        "events": 0,
+        "corrected": 0,
+        "versions": {},
+        "processed_at": pendulum.now("UTC"),
+        "duration_seconds": 0.0,
+    }
+    target = EnrichmentOutputs.live().progress
+    append_rows_batch(spark, [progress], target, settings, "enrich:q", 0)
+    monkeypatch.setenv("TRIBUTARY__STORAGE__ROOT", settings.storage.root)
+    get_settings.cache_clear()
+    asked: list[list[str]] = []
+
+    def job(module: str, args: list[str], *rest: Any, **kw: Any) -> Any:
+        asked.append([module, *args])
+        return jobs_here(module, args, *rest, **kw)
+
+    conf = {"start": "2026-01-01T10:00:00Z", "end": "2026-01-01T11:00:00Z"}
+    context = batch.context("revenue", conf)
+    try:
+        with pytest.raises(AirflowSkipException, match="does not exist yet: run the speed layer"):
+            batch.module.recompute_run_revenue(context, run=job)
+    finally:
+        get_settings.cache_clear()
+    assert asked == [
+        [
+            "jobs.batch_revenue",
+            "--start",
+            conf["start"],
+            "--end",
+            conf["end"],
+            "--run-id",
+            context["run_id"],
+        ]
+    ]

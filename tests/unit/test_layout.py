@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).parents[2]
-# What a job may import from jobs/: the argument types, the parser, the exit contract and
-# the stream jobs' shared entry point.
-JOB_HELPERS = frozenset({"jobs.arguments", "jobs.contract", "jobs.parser", "jobs.stream_job"})
+# What a job may import from jobs/: the argument types, the parser, the exit contract, the
+# stream jobs' shared entry point and the batch jobs' shared request.
+JOB_HELPERS = frozenset(
+    {"jobs.arguments", "jobs.contract", "jobs.parser", "jobs.stream_job", "jobs.batch_interval"}
+)
 # A job too long for one file keeps its parts beside it, imported by that job alone.
 JOB_PARTS = {"jobs/cli.py": frozenset({"jobs.cli_commands", "jobs.cli_cdc", "jobs.cli_joins"})}
 

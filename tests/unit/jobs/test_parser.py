@@ -80,3 +80,14 @@ def test_a_value_taken_for_a_positional_does_not_hide_the_misspelt_option(
         capsys,
     )
     assert "unrecognized argument --form: did you mean --format or --from?" in err
+
+
+def test_the_batch_revenue_job_refuses_a_reversed_interval_before_spark(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from jobs import batch_revenue
+    from jobs.contract import Exit
+
+    status = batch_revenue.main(["--start", "2026-11-28T06:00Z", "--end", "2026-11-28T05:00Z"])
+    assert status == Exit.BAD_REQUEST
+    assert "empty or reversed" in capsys.readouterr().err

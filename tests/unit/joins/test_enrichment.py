@@ -6,13 +6,12 @@ history its first try pinned and writes nothing twice."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 
 from lakehouse.cdc.changelog import history_table
-from lakehouse.cdc.shop import PRODUCTS, USERS, CapturedTable
+from lakehouse.cdc.shop import PRODUCTS, USERS
 from lakehouse.core.delta_io import read_table, table_version
 from lakehouse.core.frames import rows_frame
 from lakehouse.joins.enrichment import (
@@ -26,38 +25,14 @@ from lakehouse.joins.enrichment import (
 from lakehouse.transforms.enrichment import combine_revenue, enrich_events, revenue_by_segment
 from tests.lakehouses import local_lakehouse
 from tests.micro_batches import query_checkpoint
+from tests.unit.joins.histories import at, version, write_history
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
 
-T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 SILVER = (
     "event_id string, event_type string, user_id string, product_id string, "
     "amount decimal(18,2), event_time timestamp, event_date date"
 )
-
-
-def at(minutes: float) -> datetime:
-    return T0 + timedelta(minutes=minutes)
-
-
-def version(captured: CapturedTable, values: tuple, start: float, end: float | None, lsn: int):
-    return (
-        *values,
-        at(start),
-        at(start),
-        None if end is None else at(end),
-        end is None,
-        False,
-        lsn,
-        None if end is None else lsn + 1,
-    )
-
-
-def write_history(spark, settings, captured: CapturedTable, versions: list[tuple]) -> None:
-    """The history table as the changelog stream would leave it: a new version of it."""
-    target = history_table(captured)
-    frame = rows_frame(spark, versions, target.spark_schema())
-    frame.write.format("delta").mode("overwrite").save(target.path(settings))
 
 
 def silver(spark, rows: list[tuple[str, str, str, float]]):

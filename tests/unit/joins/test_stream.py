@@ -6,14 +6,12 @@ the judge has nothing to compare."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from jobs.contract import Exit, read_result
-from lakehouse.cdc.changelog import history_table
 from lakehouse.cdc.shop import PRODUCTS, USERS
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_new, read_table
@@ -21,15 +19,11 @@ from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import Table, table
 from lakehouse.joins.enrichment import ENRICHED, PROGRESS, latest_rows
 from tests.jobs_in_process import RunJob
+from tests.unit.joins.histories import at, write_history
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
 
-T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 SILVER = table("silver.events")
-
-
-def at(minutes: float) -> datetime:
-    return T0 + timedelta(minutes=minutes)
 
 
 def append_silver(
@@ -58,12 +52,6 @@ def append_silver(
         for i, (e, p, m) in enumerate(events)
     ]
     append_new(rows_frame(spark, rows, target.spark_schema()), target, settings)
-
-
-def write_history(spark, settings: Settings, captured, versions: list[tuple]) -> None:
-    target = history_table(captured)
-    frame = rows_frame(spark, versions, target.spark_schema())
-    frame.write.format("delta").mode("overwrite").save(target.path(settings))
 
 
 def env_of(settings: Settings, tmp_path: Path) -> dict[str, str]:

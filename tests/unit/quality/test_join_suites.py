@@ -152,6 +152,12 @@ def order_payment(n: int = 0, **changes: Any) -> dict[str, Any]:
     }
 
 
+def batch_revenue(**changes: Any) -> dict[str, Any]:
+    row = revenue(**changes)
+    del row["batch_id"]  # one final row per key
+    return row
+
+
 UNPAID = {"payment_id": None, "payment_amount": None, "paid_at": None, "paid": False}
 
 
@@ -180,6 +186,10 @@ CLEAN = {
     "speed.revenue_by_segment": [
         revenue(),
         revenue(batch_id=1, purchases=-1, revenue=Decimal("-9.99")),
+    ],
+    "batch.revenue_by_segment": [
+        batch_revenue(),
+        batch_revenue(segment="(unknown)", purchases=1, revenue=Decimal("0.00")),
     ],
     "silver.order_events": [order_event(0), order_event(1)],
     "silver.payments": [payment(0), payment(1)],
@@ -218,6 +228,9 @@ DEFECTS = [
         "summed_partials_not_negative",
     ),
     ("speed.revenue_by_segment", [revenue(window_end=T + MINUTE)], "window_is_an_hour"),
+    ("batch.revenue_by_segment", [batch_revenue(), batch_revenue()], "one_row_per_key"),
+    ("batch.revenue_by_segment", [batch_revenue(purchases=0)], "purchases_counted"),
+    ("batch.revenue_by_segment", [batch_revenue(window_end=T)], "window_is_an_hour"),
     ("silver.order_events", [order_event(0), order_event(1, event_id="oe-0")], "event_id_unique"),
     ("silver.order_events", [order_event(0, type="returned")], "type_known"),
     ("silver.order_events", [order_event(0, amount=None)], "placed_has_an_amount"),

@@ -24,6 +24,7 @@ def test_the_batch_layer_writes_no_table_the_stream_writes() -> None:
         "ops.batch_runs",
         "batch.first_deliveries",
         "batch.redeliveries",
+        "batch.revenue_by_segment",  # lakehouse.joins.batch
     }
 
 
