@@ -103,26 +103,35 @@ def events_enriched_suite() -> Suite:
     )
 
 
-def revenue_by_segment_suite(name: str = "speed.revenue_by_segment") -> Suite:
-    """Hourly purchases and revenue per segment and category, as partial rows per batch."""
-
-    return _suite(
-        name,
-        _types(
+def _revenue_rows() -> list[Check]:
+    """What every row of the revenue view holds, in the speed and the batch layer alike."""
+    return [
+        *_types(
             Action.FAIL,
             window_start="TimestampType",
             window_end="TimestampType",
             purchases="LongType",
             revenue="DecimalType",
         ),
-        _not_null(Action.FAIL, "window_start", "window_end", "segment", "category"),
-        _not_null(Action.FAIL, "purchases", "revenue", "batch_id"),
+        *_not_null(
+            Action.FAIL, "window_start", "window_end", "segment", "category", "purchases", "revenue"
+        ),
         _no_rows(
             "window_is_an_hour",
             "window_end <> window_start + INTERVAL 1 HOUR",
             Action.FAIL,
             "Each row's window is the hour it starts.",
         ),
+    ]
+
+
+def revenue_by_segment_suite(name: str = "speed.revenue_by_segment") -> Suite:
+    """Hourly purchases and revenue per segment and category, as partial rows per batch."""
+
+    return _suite(
+        name,
+        _revenue_rows(),
+        _not_null(Action.FAIL, "batch_id"),
         # Corrections take contributions out, so one partial row may be negative; their sum
         # per key is a count and a sum of non-negative amounts.
         _no_groups(
@@ -141,21 +150,7 @@ def batch_revenue_suite() -> Suite:
 
     return _suite(
         "batch.revenue_by_segment",
-        _types(
-            Action.FAIL,
-            window_start="TimestampType",
-            window_end="TimestampType",
-            purchases="LongType",
-            revenue="DecimalType",
-        ),
-        _not_null(Action.FAIL, "window_start", "window_end", "segment", "category"),
-        _not_null(Action.FAIL, "purchases", "revenue"),
-        _no_rows(
-            "window_is_an_hour",
-            "window_end <> window_start + INTERVAL 1 HOUR",
-            Action.FAIL,
-            "Each row's window is the hour it starts.",
-        ),
+        _revenue_rows(),
         _no_rows(
             "purchases_counted",
             "purchases <= 0 OR revenue < 0",
