@@ -162,13 +162,14 @@ def wait_for_run(
 def run_alone(
     api: Api, dag_id: str, run_id: str, timeout: float
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Run `run_id`, a manual run of a paused, scheduled DAG of one task (triggered first in
-    line: BEFORE_SCHEDULED_RUNS), with no scheduled run beside it; its task instances once
-    they have finished, and the run. Unpausing makes the scheduler create the run of the
-    DAG's latest interval, which would start as soon as this one ends: the DAG is paused again
-    once this run's task is under way, so that run stays queued, and is marked failed, never run.
-    A running task finishes while its DAG is paused, but the scheduler marks the run itself
-    finished only later: the run's state here may still be running."""
+    """Run `run_id`, a manual run of a paused, scheduled DAG (triggered first in line:
+    BEFORE_SCHEDULED_RUNS), with no scheduled run beside it; its task instances once they have
+    finished, and the run. Unpausing makes the scheduler create the run of the DAG's latest
+    interval, which would start as soon as this one ends: the DAG is paused again once every
+    task of this run is under way (or skipped: a paused DAG's tasks are not scheduled), so
+    that run stays queued, and is marked failed, never run. A running task finishes while its
+    DAG is paused, but the scheduler marks the run itself finished only later: the run's state
+    here may still be running."""
     path = f"/dags/{dag_id}/dagRuns/{run_id}"
 
     def tis() -> list[dict[str, Any]]:
@@ -177,18 +178,18 @@ def run_alone(
         ]
         return found
 
+    def all_under_way() -> bool:
+        found = tis()
+        return bool(found) and all(ti["state"] not in (None, "scheduled") for ti in found)
+
     with unpaused(api, dag_id):
-        wait_until(
-            lambda: any(ti["state"] not in (None, "scheduled") for ti in tis()),
-            timeout,
-            f"{dag_id} run {run_id}'s task to start",
-        )
+        wait_until(all_under_way, timeout, f"{dag_id} run {run_id}'s tasks to start")
     # up_for_retry: a retry is not scheduled while the DAG is paused; the test fails on it.
     ended = (*FINAL_STATES, "skipped", "upstream_failed", "up_for_retry")
     wait_until(
         lambda: all(ti["state"] in ended for ti in tis()),
         timeout,
-        f"{dag_id} run {run_id}'s task to finish",
+        f"{dag_id} run {run_id}'s tasks to finish",
         interval=POLL_SECONDS,
     )
     end_queued_scheduled_runs(api, dag_id)

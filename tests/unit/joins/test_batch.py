@@ -57,6 +57,8 @@ EVENTS = [
     event("e9", "u2", 125, product="p1", amount=10),  # hour 12: not the interval's
     # Enough newer events to support a watermark at 12:30 (speed.watermark_support_events).
     *[event(f"w{i}", "u3", 150, kind="page_view") for i in range(6)],
+    # After those in the log: the speed layer would find it late; the batch counts it.
+    event("late", "u2", 50, product="p1", amount=5),
 ]
 
 
@@ -105,12 +107,12 @@ def test_the_interval_s_windows_are_recomputed_as_of_each_event_s_time(spark, la
 
     ten, eleven = wall(0), wall(60)
     assert kept(spark, settings) == {
-        (ten, "new", "kitchen", 1, Decimal("10.00")),
+        (ten, "new", "kitchen", 2, Decimal("15.00")),  # e1 and the late event
         (ten, "gold", "kitchen", 1, Decimal("10.00")),
         (ten, "new", "(not_yet)", 1, Decimal("10.00")),
         (eleven, "new", "garden", 1, Decimal("7.50")),
     }
-    assert (run.events, run.rows) == (5, 4)  # e1 (once), e2, e3, e4 and v1
+    assert (run.events, run.rows) == (6, 4)  # e1 (once), e2, e3, e4, v1 and the late one
     lateness = timedelta(seconds=settings.speed.allowed_lateness_seconds)
     assert run.watermark == at(150) - lateness
     # A window is final once the watermark passed its end.
@@ -135,6 +137,7 @@ def test_a_rerun_takes_in_a_dimension_change_captured_since(spark, lake) -> None
     ten, eleven = wall(0), wall(60)
     assert kept(spark, settings) == {
         (ten, "(unknown)", "kitchen", 2, Decimal("20.00")),  # u1 is in no history now
+        (ten, "vip", "kitchen", 1, Decimal("5.00")),
         (ten, "vip", "(not_yet)", 1, Decimal("10.00")),
         (eleven, "vip", "garden", 1, Decimal("7.50")),
     }
@@ -173,7 +176,7 @@ def test_serving_gives_the_batch_s_final_windows_and_the_stream_s_after(spark, l
         for r in served.collect()
     }
     assert rows == {
-        (wall(0), "new", "kitchen", 1, Decimal("10.00"), "batch"),
+        (wall(0), "new", "kitchen", 2, Decimal("15.00"), "batch"),
         (wall(0), "gold", "kitchen", 1, Decimal("10.00"), "batch"),
         (wall(0), "new", "(not_yet)", 1, Decimal("10.00"), "batch"),
         (wall(60), "new", "garden", 3, Decimal("12.50"), "speed"),
