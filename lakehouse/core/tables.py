@@ -592,8 +592,9 @@ TABLES: dict[str, Table] = {
             "batch.revenue_by_segment",
             BATCH,
             "Purchases and revenue per hour, user segment and product category, recomputed "
-            "complete from bronze and the dimensions' history tables",
-            schema=REVENUE_VIEW,
+            "complete from bronze and the dimensions' history tables (the versions joined "
+            "on each row)",
+            schema=f"{REVENUE_VIEW}, users_version bigint, products_version bigint",
         ),
         Table(
             "ops.batch_runs",

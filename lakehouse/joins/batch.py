@@ -9,7 +9,8 @@ own functions (lakehouse.transforms.enrichment). An interval owns the hour windo
 in it; a window's events all fall in its hour, so the events read are those of
 [start, end + 1 hour).
 
-Writes: one `replaceWhere` commit of exactly the interval's windows, then one row in
+Writes: one `replaceWhere` commit of exactly the interval's windows (each row with the history
+versions it joined: users_version, products_version), then one row in
 ops.batch_runs (view `revenue_by_segment`, last): the serving layer's seam for this view. A
 window is final once the watermark (the click views' rule over the same bronze version) has
 passed its end. A dimension change captured after the run is not in it: the next run of the
@@ -118,7 +119,15 @@ def recompute_revenue(
         )
         enriched = enrich_events(in_reach.select(*EVENT_COLUMNS), users, products)
         condition = interval.condition(TIME_COLUMN)
-        rows = revenue_by_segment(enriched).where(condition)
+        # Each row names the history versions it was joined with (its judge compares it with
+        # the stream's rows only when the stream joined the same).
+        rows = (
+            revenue_by_segment(enriched)
+            .where(condition)
+            .withColumns(
+                {f"{name}_version": F.lit(pins[name]).cast("bigint") for name in DIMENSIONS}
+            )
+        )
         version = overwrite_where(rows, REVENUE, settings, BATCH, condition)
     finally:
         events.unpersist()

@@ -1,8 +1,9 @@
 """The joins' judges among the other reconciliations: run them, record them, tell them.
 
 Each join has a judge that recomputes its output with the stream's own transforms over the
-same inputs, all at once, and compares: the enrichment (lakehouse.joins.reconcile), the
-windowed stream-stream joins (lakehouse.joins.windowed_reconcile) and the commerce stream's
+same inputs, all at once, and compares: the enrichment (lakehouse.joins.reconcile; and its
+revenue view in the batch layer, lakehouse.joins.batch_reconcile), the windowed stream-stream
+joins (lakehouse.joins.windowed_reconcile) and the commerce stream's
 order state (lakehouse.commerce.rebuild, the event-sourced fold of the log). Each
 judge gives one `JudgedOutput` per output table; this module runs every judge whose stream
 has completed a batch, writes one row per output to dq.reconciliation_runs (`view` the
@@ -103,6 +104,26 @@ def enrichment_judge(spark: SparkSession, settings: Settings) -> list[JudgedOutp
     ]
 
 
+def enrichment_batch_judge(spark: SparkSession, settings: Settings) -> list[JudgedOutput]:
+    """The batch layer's revenue view against the stream's, window by window, where both saw
+    the same inputs (lakehouse.joins.batch_reconcile); the other final windows open."""
+    from lakehouse.joins.batch_reconcile import reconcile_batch_revenue
+
+    judged = reconcile_batch_revenue(spark, settings)
+    as_of = f"as of enrichment batch {judged.batch_id}"
+    return [
+        JudgedOutput(
+            "batch.revenue_by_segment",
+            "windows",
+            judged.compared,
+            judged.differing,
+            open=judged.open,
+            examples=tuple(judged.examples),
+            as_of="; ".join([as_of, *(f"open: {r}" for r in judged.reasons)]),
+        )
+    ]
+
+
 class NotStarted(Exception):
     """A judge's stream has completed no batch yet."""
 
@@ -159,6 +180,7 @@ def judges() -> dict[str, Judge]:
     """Every join's judge, by the join's name."""
     return {
         "enrichment": enrichment_judge,
+        "enrichment_batch": enrichment_batch_judge,
         "stream_joins": stream_joins_judge,
         "commerce": commerce_judge,
     }
@@ -173,6 +195,7 @@ def progress_tables() -> dict[str, Table]:
 
     return {
         "enrichment": EnrichmentOutputs.live().progress,
+        "enrichment_batch": EnrichmentOutputs.live().progress,
         "stream_joins": PROGRESS,
         "commerce": CommerceOutputs.live().progress,
     }

@@ -20,7 +20,7 @@ from lakehouse.core.delta_io import read_table, read_table_at, table_exists
 from lakehouse.joins.batch import REVENUE, TIME_COLUMN, VIEW
 from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.serving.serve import Coverage, NoServingDataError, batch_coverage, in_range
-from lakehouse.transforms.enrichment import combine_revenue
+from lakehouse.transforms.enrichment import VIEW_KEYS, VIEW_MEASURES, combine_revenue
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -41,7 +41,7 @@ def serve_revenue(
         coverage = batch_coverage(spark, settings, VIEW)
         rows = read_table_at(spark, REVENUE, settings, coverage.table_version)
         if rows is not None:
-            batch = rows.where(coverage.contains(TIME_COLUMN))
+            batch = rows.where(coverage.contains(TIME_COLUMN)).select(*VIEW_KEYS, *VIEW_MEASURES)
             parts.append(batch.withColumn("source", F.lit("batch")))
     speed = EnrichmentOutputs.live().revenue
     if table_exists(spark, speed, settings):

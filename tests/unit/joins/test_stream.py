@@ -157,7 +157,7 @@ def test_before_a_first_batch_the_judges_answer_without_starting_spark(
     assert judged.returncode == Exit.NOTHING_TO_DO
     assert judged.stderr == (
         "joins_reconcile: no join's stream has completed a batch yet (enrichment, "
-        "stream_joins, commerce): "
+        "enrichment_batch, stream_joins, commerce): "
         "nothing compared, nothing written\n"
     )
     asked = run_job_here("jobs.cli", "compare", "--joins", **env)

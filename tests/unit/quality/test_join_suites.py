@@ -153,9 +153,9 @@ def order_payment(n: int = 0, **changes: Any) -> dict[str, Any]:
 
 
 def batch_revenue(**changes: Any) -> dict[str, Any]:
-    row = revenue(**changes)
+    row = {**revenue(), "users_version": 3, "products_version": None}
     del row["batch_id"]  # one final row per key
-    return row
+    return {**row, **changes}
 
 
 UNPAID = {"payment_id": None, "payment_amount": None, "paid_at": None, "paid": False}
