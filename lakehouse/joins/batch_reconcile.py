@@ -35,7 +35,7 @@ from lakehouse.joins.batch import REVENUE, TIME_COLUMN, VIEW
 from lakehouse.joins.enrichment import DIMENSIONS, SILVER_PIN, Pins, latest_rows, pins_of
 from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.joins.reconcile import NothingToReconcile, compare, last_batch
-from lakehouse.serving.serve import Range, RunCoverage
+from lakehouse.serving.serve import Range, RunCoverage, outside
 from lakehouse.transforms.enrichment import (
     PURCHASE,
     VIEW_KEYS,
@@ -103,12 +103,7 @@ def standing_runs(spark: SparkSession, settings: Settings) -> list[RevenueRun]:
     for i, (run, bronze_version) in enumerate(runs):
         owned = [(run.start, run.final_until)] if run.start < run.final_until else []
         for later, _ in runs[i + 1 :]:  # a later run rewrote its whole interval
-            owned = [
-                piece
-                for start, end in owned
-                for piece in ((start, min(end, later.start)), (max(start, later.end), end))
-                if piece[0] < piece[1]
-            ]
+            owned = outside(owned, later)
         if owned:
             standing.append(RevenueRun(run, bronze_version, owned))
     return standing

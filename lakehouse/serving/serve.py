@@ -103,15 +103,19 @@ def coverage_of(runs: list[RunCoverage]) -> list[Range]:
     """
     covered: list[Range] = []
     for run in sorted(runs, key=lambda r: r.table_version):
-        covered = [
-            piece
-            for start, end in covered
-            for piece in ((start, min(end, run.start)), (max(start, run.end), end))
-            if piece[0] < piece[1]  # else the list doubled with every run
-        ]
         # Merged at each step, so the list stays as short as the gaps in the coverage.
-        covered = merge_ranges([*covered, (run.start, run.final_until)])
+        covered = merge_ranges([*outside(covered, run), (run.start, run.final_until)])
     return covered
+
+
+def outside(ranges: list[Range], run: RunCoverage) -> list[Range]:
+    """The parts of `ranges` outside the interval `run` rewrote."""
+    return [
+        piece
+        for start, end in ranges
+        for piece in ((start, min(end, run.start)), (max(start, run.end), end))
+        if piece[0] < piece[1]  # else the list doubled with every run
+    ]
 
 
 def batch_coverage(spark: SparkSession, settings: Settings, view_name: str) -> Coverage:
