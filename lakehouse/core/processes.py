@@ -80,6 +80,10 @@ class Proc:
         if _alive(pid):
             _signal_group(pid, signal.SIGKILL)
             time.sleep(0.5)
+        # What its leader left behind in the group (a child that ignores SIGTERM and outlived
+        # it, as an Airflow executor's idle worker can) is the service's too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
         self.pid_file.unlink(missing_ok=True)
         return True
 

@@ -131,7 +131,8 @@ def test_a_scheduler_that_exits_is_started_again_by_its_keeper(airflow: Airflow)
     """The scheduler's process alone ends (SIGTERM, as it ends when its loop raises): its
     keeper (infra/services/keeper.py) starts it again, and it heartbeats. Airflow's graceful
     stop can hang (its LocalExecutor waits for its workers, at times forever): a scheduler
-    still there after GRACE_SECONDS is killed, which is an exit all the same."""
+    still there after GRACE_SECONDS is killed with its executor's workers, which is an exit
+    all the same."""
     keeper = airflow.proc(SCHEDULER).pid()
     assert keeper is not None, f"the test Airflow's scheduler is not running ({SCHEDULER})"
     [scheduler] = _children(keeper)
@@ -141,7 +142,9 @@ def test_a_scheduler_that_exits_is_started_again_by_its_keeper(airflow: Airflow)
     os.kill(scheduler, signal.SIGTERM)
     if not _ended(scheduler, GRACE_SECONDS):
         print(f"\n    the scheduler was still stopping after {GRACE_SECONDS} s: killed")
-        os.kill(scheduler, signal.SIGKILL)
+        for pid in [*_children(scheduler), scheduler]:  # its executor's workers too
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     airflow.wait_beating(SCHEDULER, ended_at)
     assert airflow.proc(SCHEDULER).pid() == keeper
     [again] = _children(keeper)

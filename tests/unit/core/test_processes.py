@@ -62,3 +62,29 @@ def test_a_process_that_ignores_sigterm_is_killed_after_the_timeout() -> None:
     finally:
         stubborn.kill()
         stubborn.wait()
+
+
+# A leader that ends on SIGTERM, leaving a child in its group that ignores it.
+LEADER = (
+    "import subprocess, sys, time\n"
+    "subprocess.Popen([sys.executable, '-c', "
+    "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)'])\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_stopping_a_service_ends_what_its_leader_left_in_the_group(tmp_path) -> None:
+    from lakehouse.core.processes import Proc
+
+    marker = uuid.uuid4().hex
+    proc = Proc("leader", tmp_path)
+    proc.start([sys.executable, "-c", LEADER], {**os.environ, "TRIBUTARY_TEST_HOME": marker})
+    try:
+        pids = found_within("TRIBUTARY_TEST_HOME", marker, 2)
+        assert len(pids) == 2, pids
+        time.sleep(0.5)  # the child's handler in place
+        assert proc.stop(timeout=5)
+        time.sleep(0.5)
+        assert [pid for pid in pids if _alive(pid)] == []
+    finally:
+        stop_processes(processes_with_env("TRIBUTARY_TEST_HOME", marker), timeout=1)
