@@ -30,6 +30,7 @@ from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, read_table_at, table_exists
 from lakehouse.core.tables import Table, table
 from lakehouse.core.times import from_micros
+from lakehouse.joins.batch import VIEW as REVENUE_VIEW
 from lakehouse.transforms.views import VIEWS, View, view
 
 if TYPE_CHECKING:
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 RUNS = table("ops.batch_runs")
 # The click-stream views, and the enrichment's revenue view (lakehouse.joins), each served
 # batch where the batch has covered and speed after.
-REVENUE_VIEW = "revenue_by_segment"
 SERVED_VIEWS = (*VIEWS, REVENUE_VIEW)
 
 Range = tuple[datetime, datetime]
