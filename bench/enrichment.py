@@ -1,7 +1,7 @@
 """What the as-of enrichment costs next to the speed layer it follows.
 
     .venv/bin/python -m bench.enrichment [--batches 20] [--events-per-batch 2500]
-                        [--minutes-per-batch 0.1] [--change-every 5]
+                        [--minutes-per-batch 0.1] [--change-every 5] [--late-by BATCHES]
 
 The same synthetic micro-batches as bench.speed_write_threads (bench.speed_aging's Kafka
 records) go through a speed-layer processor (the baseline: bronze, silver, views, progress),
@@ -9,7 +9,9 @@ and each batch's new silver rows then through the enrichment processor
 (lakehouse.joins.enrichment), joined with users' and products' history tables written by the
 bench: every user the batches name has a version from before the run, and every
 --change-every batches a tenth of them gets a new version starting in the past, so the next
-enrichment batch corrects the events it bears on. The figure is the median of (speed layer +
+enrichment batch corrects the events it bears on: by default at the run's start (the first
+tenth, then the first fifth, ...: each correction reaches back over the whole run), with
+--late-by N a new tenth each time, from N batches back (a changelog N batches behind). The figure is the median of (speed layer +
 enrichment) over the median of the speed layer alone, per batch, after a warm-up of 5 batches
 (issue 32's goal: at most 1.3), with the enrichment's own median and its corrected events; the
 same ratio of means weighs in the batches that correct earlier events. The
@@ -47,24 +49,49 @@ def checkpoint_of(folder: Path, query_id: str) -> str:
     return str(folder)
 
 
-def write_users(spark: Any, settings: Settings, users: int, start: datetime, changed: int) -> None:
-    """Every user with a version from `start` - 1 day; the first `changed` of them with a
-    second version from `start` on (their first one ended there)."""
+def write_users(
+    spark: Any, settings: Settings, users: int, start: datetime, moves: dict[int, datetime]
+) -> None:
+    """Every user with a version from `start` - 1 day; those in `moves` with a second version
+    from the instant given (their first one ended there), as the changelog writes them."""
     then = start - timedelta(days=1)
     rows = []
     for n in range(users):
-        moved = n < changed
-        rows.append(
-            (f"u{n}", "new", "DE", then, then, start if moved else None, not moved, False, n, None)
-        )
-        if moved:
-            rows.append((f"u{n}", "gold", "DE", start, start, None, True, False, users + n, None))
+        moved = moves.get(n)
+        rows.append((f"u{n}", "new", "DE", then, then, moved, moved is None, False, n, None))
+        if moved is not None:
+            rows.append((f"u{n}", "gold", "DE", moved, moved, None, True, False, users + n, None))
     target = history_table(USERS)
     frame = rows_frame(spark, rows, target.spark_schema())
     frame.write.format("delta").mode("overwrite").save(target.path(settings))
 
 
-def run(batches: int, events: int, minutes: float, change_every: int, stamp: str) -> dict[str, Any]:
+def moved_users(
+    users: int, index: int, change_every: int, start: datetime, minutes: float, late_by: int | None
+) -> dict[int, datetime]:
+    """Who has moved by batch `index`, and when: each change a tenth more of the users. With
+    `late_by` None, all of them at the run's start (the first tenth, then the first fifth, ...);
+    else each tenth at the start of the batch `late_by` batches before the one that sees it
+    (a changelog that many batches behind the click stream)."""
+    changes = index // change_every
+    if late_by is None:
+        return dict.fromkeys(range(users * changes // 10), start)
+    moves: dict[int, datetime] = {}
+    for change in range(1, changes + 1):
+        when = start + timedelta(minutes=max(0, change * change_every - late_by) * minutes)
+        for n in range(users * (change - 1) // 10, users * change // 10):
+            moves[n] = when
+    return moves
+
+
+def run(
+    batches: int,
+    events: int,
+    minutes: float,
+    change_every: int,
+    late_by: int | None,
+    stamp: str,
+) -> dict[str, Any]:
     from lakehouse.core.spark import get_spark
 
     name = f"enrichment-{stamp}-{events}"
@@ -75,14 +102,15 @@ def run(batches: int, events: int, minutes: float, change_every: int, stamp: str
     enrich = EnrichmentProcessor(settings, checkpoint_of(folder / "enrich", f"{name}-e"))
     users = ACTIVE_USERS + int(batches * minutes * USERS_JOINING_PER_MINUTE) + 1
     start = datetime.now(UTC) - timedelta(minutes=batches * minutes + 5)
-    write_users(spark, settings, users, start, changed=0)
+    write_users(spark, settings, users, start, {})
     empty = rows_frame(spark, [], history_table(PRODUCTS).spark_schema())
     empty.write.format("delta").save(history_table(PRODUCTS).path(settings))
     speed_seconds: list[float] = []
     enrich_seconds: list[float] = []
     for index in range(batches):
         if index and index % change_every == 0:
-            write_users(spark, settings, users, start, changed=users * index // change_every // 10)
+            moves = moved_users(users, index, change_every, start, minutes, late_by)
+            write_users(spark, settings, users, start, moves)
         batch = kafka_batch(spark, index, events, start, minutes).localCheckpoint()
         began = time.monotonic()
         speed(batch, index)
@@ -134,6 +162,13 @@ def main() -> None:
     parser.add_argument("--events-per-batch", type=int, default=2500)
     parser.add_argument("--minutes-per-batch", type=float, default=0.1)
     parser.add_argument("--change-every", type=int, default=5)
+    parser.add_argument(
+        "--late-by",
+        type=int,
+        metavar="BATCHES",
+        help="each change starts this many batches before the batch that sees it "
+        "(default: every change starts at the run's start)",
+    )
     args = parser.parse_args()
     if args.batches <= WARM_UP_BATCHES + 1:
         parser.error(f"--batches must be more than {WARM_UP_BATCHES + 1}")
@@ -145,8 +180,14 @@ def main() -> None:
         "events_per_batch": args.events_per_batch,
         "warm_up_batches": WARM_UP_BATCHES,
         "change_every": args.change_every,
+        "late_by_batches": args.late_by,
         **run(
-            args.batches, args.events_per_batch, args.minutes_per_batch, args.change_every, stamp
+            args.batches,
+            args.events_per_batch,
+            args.minutes_per_batch,
+            args.change_every,
+            args.late_by,
+            stamp,
         ),
     }
     save_results("enrichment", stamp, result)

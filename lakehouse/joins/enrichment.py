@@ -26,7 +26,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, NamedTuple
 
-from pyspark.sql import Window
+from pyspark.sql import Observation, Window
 from pyspark.sql import functions as F
 
 from lakehouse.cdc.changelog import history_table
@@ -43,13 +43,15 @@ from lakehouse.core.delta_io import (
 from lakehouse.core.frames import checkpoint_measured
 from lakehouse.core.small_tables import table_version as latest_version
 from lakehouse.core.spark import release_local_checkpoint
+from lakehouse.core.times import from_micros
 from lakehouse.joins.outputs import EnrichmentOutputs
-from lakehouse.transforms.as_of import Dimension, timeline
+from lakehouse.transforms.as_of import UNKNOWN, Dimension, timeline
 from lakehouse.transforms.enrichment import (
     ENRICHED_COLUMNS,
     PRODUCT,
     USER,
     affected_events,
+    change_starts,
     corrected_rows,
     correction_partials,
     enrich_by_timelines,
@@ -153,7 +155,7 @@ class EnrichmentProcessor:
         rows = self.stamped(fresh, batch_id, False)
         partials = revenue_by_segment(fresh)
         corrected_count = corrected_bytes = 0
-        changes = self.corrections(spark, app, batch_id, pins, histories)
+        changes = self.corrections(spark, app, batch_id, pins, histories, held)
         if changes is not None:
             before, after = changes
             corrected, corrected_count, corrected_bytes = checkpoint_measured(
@@ -250,10 +252,11 @@ class EnrichmentProcessor:
         batch_id: int,
         pins: Pins,
         histories: Mapping[str, Known],
+        held: list[DataFrame],
     ) -> tuple[DataFrame, DataFrame] | None:
         """The earlier events a change since the previous batch's pins may re-enrich: their
         latest rows (before) and their enrichment at `pins` (after); None when no history
-        changed since."""
+        changed since. What it checkpoints goes into `held`."""
         if self._pinned is not None and self._pinned[0] == batch_id - 1:
             previous: Pins | None = self._pinned[1]
         else:
@@ -261,32 +264,35 @@ class EnrichmentProcessor:
         enriched = self.outputs.enriched
         if previous is None or not table_exists(spark, enriched, self.settings):
             return None
-        changed = {
-            name: histories[name].history.exceptAll(
-                history_at(spark, self.settings, name, previous.get(name))
+        changes = {
+            name: measured_starts(
+                histories[name].history,
+                history_at(spark, self.settings, name, previous.get(name)),
+                DIMENSIONS[name][0],
             )
             for name in DIMENSIONS
             if pins.get(name) != previous.get(name)
         }
-        if not changed:
+        if not changes:
             return None
-        earlier = read_table(spark, enriched, self.settings).where(
-            F.col("enriched_batch") < batch_id
-        )
+        held.extend(c.starts for c in changes.values())
+        earlier = earlier_rows(spark, self.settings, enriched, batch_id, changes)
+        if earlier is None:
+            return None
+        starts = {name: c.starts for name, c in changes.items()}
         keys = [
             earlier.join(
-                F.broadcast(versions.select(F.col(captured.key[0]).alias(dimension.event_key))),
-                dimension.event_key,
+                F.broadcast(changed.select(F.col("_key").alias(DIMENSIONS[name][0].event_key))),
+                DIMENSIONS[name][0].event_key,
                 "left_semi",
             )
-            for name, versions in changed.items()
-            for dimension, captured in [DIMENSIONS[name]]
+            for name, changed in starts.items()
         ]
         candidates = keys[0] if len(keys) == 1 else keys[0].unionByName(keys[1]).distinct()
         latest = latest_rows(candidates)
         affected = [
-            affected_events(latest, versions, DIMENSIONS[name][0])
-            for name, versions in changed.items()
+            affected_events(latest, changed, DIMENSIONS[name][0])
+            for name, changed in starts.items()
         ]
         before = affected[0] if len(affected) == 1 else affected[0].unionByName(affected[1])
         before = before.distinct().select(*ROW_COLUMNS).localCheckpoint()
@@ -299,6 +305,71 @@ class Known(NamedTuple):
 
     history: DataFrame
     timeline: DataFrame
+
+
+class Changed(NamedTuple):
+    """A dimension's changed keys, each from when on its events may change (change_starts,
+    locally checkpointed), with the earliest of those instants (micros; None: no key changed)
+    and whether a key that had no version at all is among them."""
+
+    starts: DataFrame
+    since: int | None
+    new_keys: bool
+
+
+def measured_starts(now: DataFrame, was: DataFrame, dimension: Dimension) -> Changed:
+    """change_starts(now, was, dimension), its earliest start and new keys observed while its
+    checkpoint computes it: no Spark job of their own."""
+    observed = Observation()
+    starts = (
+        change_starts(now, was, dimension)
+        .observe(
+            observed,
+            F.min(F.unix_micros("_from")).alias("since"),
+            F.max(F.col("_new").cast("int")).alias("new_keys"),
+        )
+        .localCheckpoint()
+    )
+    found = observed.get
+    return Changed(starts, found["since"], bool(found["new_keys"]))
+
+
+def earlier_rows(
+    spark: SparkSession,
+    settings: Settings,
+    enriched: Table,
+    batch_id: int,
+    changes: Mapping[str, Changed],
+) -> DataFrame | None:
+    """The rows batches before `batch_id` wrote to `enriched` that may hold an event the
+    `changes` bear on: every row of every event from the earliest such event's time on; None
+    when the changes bear on no event.
+
+    That time is the least start of a changed key (change_starts); or earlier, the oldest
+    `unknown` event of a key that had no version at all before the change, whose events are
+    `unknown` at any time. A key that had a version has no event whose latest row is
+    `unknown`: the latest rows are the enrichment with the previous batch's history."""
+    earlier = read_table(spark, enriched, settings).where(F.col("enriched_batch") < batch_id)
+    bounds = [c.since for c in changes.values() if c.since is not None]
+    for name, changed in changes.items():
+        if changed.new_keys:
+            dimension = DIMENSIONS[name][0]
+            keys = changed.starts.where("_new").select(F.col("_key").alias(dimension.event_key))
+            [[oldest]] = (
+                earlier.where(F.col(dimension.status_column) == UNKNOWN)
+                .join(F.broadcast(keys), dimension.event_key, "left_semi")
+                .agg(F.min(F.unix_micros("event_time")))
+                .collect()
+            )
+            bounds += [] if oldest is None else [oldest]
+    if not bounds:
+        return None
+    since = from_micros(min(bounds))
+    # All rows of an event have its event time, so an event keeps all its rows or none
+    # (latest_rows needs them all); Delta skips the partitions and files that end before.
+    return earlier.where(
+        (F.col("event_date") >= F.lit(since.date())) & (F.col("event_time") >= F.lit(since))
+    )
 
 
 def enrich_as_pinned(events: DataFrame, histories: Mapping[str, Known]) -> DataFrame:

@@ -8,11 +8,12 @@ view over them, and the corrections a late dimension change makes.
   counted under a label that says why ("(unknown)", "(deleted)", "(not_yet)", "(none)"), so
   the view's totals are all the purchases' totals.
 - A dimension change can reach the lakehouse after events it bears on (the changelog runs
-  behind, or a business clock is set back). `affected_events` picks the enriched events a
-  batch of changed versions may change, and `correction_partials` turns their enrichment before
-  and after into the view's partial rows that take the old contribution out and put the new
-  one in: the view's partial rows, corrections included, add up to the view of the events
-  enriched with the whole history, which is what the batch layer computes.
+  behind, or a business clock is set back). `change_starts` says from when on each changed
+  key's events may be enriched otherwise, `affected_events` picks those events, and
+  `correction_partials` turns their enrichment before and after into the view's partial rows
+  that take the old contribution out and put the new one in: the view's partial rows,
+  corrections included, add up to the view of the events enriched with the whole history,
+  which is what the batch layer computes.
 """
 
 from __future__ import annotations
@@ -93,21 +94,38 @@ def combine_revenue(partials: DataFrame) -> DataFrame:
     return combined.where((F.col("purchases") != 0) | (F.col("revenue") != 0))
 
 
-def affected_events(
-    enriched: DataFrame, changed_versions: DataFrame, dimension: Dimension
-) -> DataFrame:
-    """The enriched events whose `dimension` columns may differ once `changed_versions`
-    (history rows a batch of changes added or rewrote) are in: those of a changed key at or
-    after the earliest start among its changed versions (a version's end moves only to a
-    later version's start or to a delete, both at or after its own start), and those of a
-    changed key that had no version at all (`unknown`: it may be `not_yet` now)."""
+def change_starts(now: DataFrame, was: DataFrame, dimension: Dimension) -> DataFrame:
+    """Per key the history rows `now` added or rewrote against `was` (the same history at an
+    earlier version): `_key`, `_from`, the earliest instant at which an event of that key may
+    be enriched otherwise, and `_new`, whether the key had no version at all in `was`.
+
+    A version is its key and `lsn`; what a change may rewrite in it is only where it ends (a
+    later version's start or a delete). A version new to `now` bears from its start on; a
+    version `was` already held, from the earlier of its two ends on, since before either end
+    it holds the same instants with the same columns. Anything else found rewritten (no end on
+    either side, an unknown LSN) counts from the version's start, which is always safe."""
     [key] = dimension.table.key
-    earliest = changed_versions.groupBy(F.col(key).alias("_key")).agg(
-        F.min("valid_from").alias("_from")
+    rows = now.exceptAll(was)
+    ends = was.select(key, "lsn", F.col("valid_to").alias("_was_to"), F.lit(True).alias("_held"))
+    continued = F.coalesce(F.least("valid_to", "_was_to"), F.col("valid_from"))
+    start = F.when(F.col("_held"), continued).otherwise(F.col("valid_from"))
+    known = was.select(F.col(key).alias("_key")).distinct().withColumn("_known", F.lit(True))
+    return (
+        rows.join(ends, [key, "lsn"], "left")
+        .groupBy(F.col(key).alias("_key"))
+        .agg(F.min(start).alias("_from"))
+        .join(known, "_key", "left")
+        .select("_key", "_from", F.col("_known").isNull().alias("_new"))
     )
+
+
+def affected_events(enriched: DataFrame, starts: DataFrame, dimension: Dimension) -> DataFrame:
+    """The enriched events whose `dimension` columns may differ once a change is in (`starts`,
+    from change_starts): those of a changed key at or after its `_from`, and those of a
+    changed key that had no version at all (`unknown`: it may be `not_yet` now)."""
     reached = (F.col("event_time") >= F.col("_from")) | (F.col(dimension.status_column) == UNKNOWN)
     matches = (F.col(dimension.event_key) == F.col("_key")) & reached
-    return enriched.join(F.broadcast(earliest), matches, "left_semi")
+    return enriched.join(F.broadcast(starts.select("_key", "_from")), matches, "left_semi")
 
 
 def _net(before: DataFrame, after: DataFrame) -> DataFrame:

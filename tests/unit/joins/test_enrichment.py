@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import pytest
+from pyspark.sql import functions as F
 
 from lakehouse.cdc.changelog import history_table
 from lakehouse.cdc.shop import PRODUCTS, USERS
@@ -20,9 +21,16 @@ from lakehouse.joins.enrichment import (
     PROGRESS,
     REVENUE,
     EnrichmentProcessor,
+    earlier_rows,
     latest_rows,
+    measured_starts,
 )
-from lakehouse.transforms.enrichment import combine_revenue, enrich_events, revenue_by_segment
+from lakehouse.transforms.enrichment import (
+    USER,
+    combine_revenue,
+    enrich_events,
+    revenue_by_segment,
+)
 from tests.lakehouses import local_lakehouse
 from tests.micro_batches import query_checkpoint
 from tests.unit.joins.histories import at, version, write_history
@@ -108,6 +116,51 @@ def test_a_late_dimension_change_corrects_its_events_in_the_next_batch(spark, la
     judge = revenue_by_segment(enrich_events(events.drop("event_date"), users, products))
     stream_view = combine_revenue(read_table(spark, REVENUE, settings).drop("batch_id"))
     assert sorted(stream_view.collect()) == sorted(combine_revenue(judge).collect())
+
+
+def test_a_correction_reads_only_the_earlier_rows_from_the_first_event_it_may_change(
+    spark, lake
+) -> None:
+    """u1 turns gold at minute 50, after batch 0's event at 10 and batch 1's at 60 were
+    enriched: finding what to correct reads batch 1's file, not batch 0's. u9, never captured,
+    then gets a first version: its events were `unknown` at any time, so its event at 5 brings
+    batch 0's file back in."""
+    settings, checkpoint = lake
+    stream = EnrichmentProcessor(settings, checkpoint)
+    stream(silver(spark, [("e1", "u1", "p1", 10), ("e0", "u9", "p1", 5)]), 0)
+    stream(silver(spark, [("e2", "u1", "p1", 60)]), 1)
+    files: dict[int, set[str]] = {}
+    for r in (
+        spark.read.format("delta")
+        .load(ENRICHED.path(settings))
+        .select(F.col("enriched_batch").alias("batch"), F.input_file_name().alias("file"))
+        .collect()
+    ):
+        files.setdefault(r["batch"], set()).add(r["file"])
+    was = read_table(spark, history_table(USERS), settings).localCheckpoint()
+    u1 = [
+        version(USERS, ("u1", "new", "DE"), 0, 50, 10),
+        version(USERS, ("u1", "gold", "DE"), 50, None, 30),
+    ]
+
+    def read_for(versions: list[tuple]) -> set[str]:
+        write_history(spark, settings, USERS, versions)
+        now = read_table(spark, history_table(USERS), settings)
+        changes = {"users": measured_starts(now, was, USER)}
+        earlier = earlier_rows(spark, settings, ENRICHED, 2, changes)
+        assert earlier is not None
+        return set(earlier.inputFiles())
+
+    assert read_for(u1) == files[1]
+    assert read_for([*u1, version(USERS, ("u9", "new", "DE"), 55, None, 40)]) == files[0] | files[1]
+
+    stream(silver(spark, [("e3", "u1", "p1", 70)]), 2)
+    assert latest(spark, settings) == {
+        "e0": (None, "kitchen", True),  # u9 not_yet at minute 5
+        "e1": ("new", "kitchen", False),
+        "e2": ("gold", "kitchen", True),
+        "e3": ("gold", "kitchen", False),
+    }
 
 
 def test_a_retried_batch_joins_the_history_its_first_try_pinned(spark, lake) -> None:

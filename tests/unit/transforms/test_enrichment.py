@@ -9,14 +9,17 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from pyspark.sql import functions as F
 
 from lakehouse.cdc.shop import PRODUCTS, USERS, CapturedTable
 from lakehouse.core.frames import rows_frame
+from lakehouse.core.times import from_micros
 from lakehouse.transforms.changes import history_rows
 from lakehouse.transforms.enrichment import (
     PRODUCT,
     USER,
     affected_events,
+    change_starts,
     combine_revenue,
     correction_partials,
     enrich_events,
@@ -153,9 +156,9 @@ def test_a_late_dimension_change_is_corrected_into_the_view_of_the_whole_history
     users_now, products_now = (shop.history(spark, t) for t in (USERS, PRODUCTS))
     enriched_then = enrich_events(clicks, users_then, products_then)
 
-    # The history rows the rest of the changes added or rewrote.
-    changed_users = users_now.exceptAll(users_then)
-    changed_products = products_now.exceptAll(products_then)
+    # Each changed key, and from when on its events may change.
+    changed_users = change_starts(users_now, users_then, USER)
+    changed_products = change_starts(products_now, products_then, PRODUCT)
     before = (
         affected_events(enriched_then, changed_users, USER)
         .unionByName(affected_events(enriched_then, changed_products, PRODUCT))
@@ -175,3 +178,28 @@ def test_an_event_enriched_alike_needs_no_correction(spark) -> None:
     clicks = events(spark, [("e1", "purchase", "u1", "p1", "5.00", 10)])
     enriched = enrich_events(clicks, shop.history(spark, USERS), shop.history(spark, PRODUCTS))
     assert correction_partials(enriched, enriched).count() == 0
+
+
+def test_a_change_bears_from_where_the_history_first_differs_not_from_the_versions_start(
+    spark,
+) -> None:
+    """u1's first version, held before, only ends at minute 30 where the new one starts:
+    events before 30 keep their enrichment. p1 deleted at 50 bears from 50. u2 had no version
+    at all before: its events may change at any time (they were `unknown`)."""
+    shop = Shop()
+    shop.user("u1", "new", 0)
+    shop.product("p1", "kitchen", "10", 0)
+    seen = shop.lsn
+    shop.user("u1", "gold", 30)
+    shop.product("p1", "kitchen", "10", 50, deletes=True)
+    shop.user("u2", "new", 20)
+
+    def starts(captured, dimension):
+        found = change_starts(
+            shop.history(spark, captured), shop.history(spark, captured, seen), dimension
+        )
+        found = found.select("_key", F.unix_micros("_from").alias("_from"), "_new")
+        return {r["_key"]: (from_micros(r["_from"]), r["_new"]) for r in found.collect()}
+
+    assert starts(USERS, USER) == {"u1": (at(30), False), "u2": (at(20), True)}
+    assert starts(PRODUCTS, PRODUCT) == {"p1": (at(50), False)}
