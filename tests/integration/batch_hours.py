@@ -160,10 +160,10 @@ def trigger_hour(api: af.Api, hour: datetime) -> str:
     return run_id
 
 
-def asset_events(api: af.Api, run_id: str) -> list[dict[str, Any]]:
-    """The click views' asset events batch_layer run `run_id` emitted (not its revenue
-    task's, which runs only once the enrichment stream has). Airflow 3.3.2 answers 500 while
-    a run they created has not started yet (its AssetEventResponse requires the run's
+def asset_events(api: af.Api, run_id: str, revenue: bool = False) -> list[dict[str, Any]]:
+    """The click views' asset events batch_layer run `run_id` emitted, or (`revenue`) its
+    revenue task's, which runs only once the enrichment stream has. Airflow 3.3.2 answers 500
+    while a run they created has not started yet (its AssetEventResponse requires the run's
     start_date): asked again until it answers."""
     path, params = "/assets/events", {"source_dag_id": DAG_ID, "source_run_id": run_id}
     replies: list[Any] = []
@@ -174,7 +174,10 @@ def asset_events(api: af.Api, run_id: str) -> list[dict[str, Any]]:
 
     af.wait_until(answered, 120, f"the asset events of {run_id}", interval=2)
     events: list[dict[str, Any]] = af.expect_json(replies[0], 200)["asset_events"]
-    return [e for e in events if e["uri"] != "tributary://batch/revenue_by_segment"]
+    return [e for e in events if (e["uri"] == REVENUE_URI) == revenue]
+
+
+REVENUE_URI = "tributary://batch/revenue_by_segment"
 
 
 def views_task_state(tis: list[dict[str, Any]]) -> str | None:

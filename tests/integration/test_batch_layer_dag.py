@@ -2,10 +2,13 @@
 a run for an hour long ago (its data interval given, as a past interval is recomputed by hand)
 recomputes that hour from the services' bronze, records it and names its interval on the
 three assets' events; those events make Airflow start a reconciliation of exactly that
-interval, which passes its gate, records its windows in dq.* and writes its HTML report. A
-second run of the hour, with nothing new within its reach, is skipped and says why.
+interval, which passes its gate, records its windows in dq.* and writes its HTML report. The
+same run's `revenue` task recomputes the hour's revenue view (the enrichment stream has run),
+records and announces it. A second run of the hour, with nothing new within its reach, is
+skipped and says why.
 
-The hour's events are in the services' bronze (tests/integration/batch_hours.py).
+The hour's events are in the services' bronze and silver (tests/integration/batch_hours.py),
+and the enrichment stream has read silver (in-process, before the run).
 
 One real run of each DAG proves they run in Airflow; what else they do is proven where it is
 cheaper: the hours the timetable gives a manual run, consecutive scheduled runs and a
@@ -21,19 +24,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pytest
+from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table
+from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.tables import table
+from lakehouse.core.times import from_micros
+from lakehouse.joins.outputs import EnrichmentOutputs
+from lakehouse.joins.stream import start_enrichment_query
 from tests.integration import airflow_client as af
 from tests.integration.batch_hours import (
     DAG_ID,
     HOUR,
+    REVENUE_URI,
     asset_events,
     past_hour_in_bronze,
     trigger_hour,
@@ -70,6 +80,7 @@ def batch_run(
     as it was."""
     af.wait_parsed(api, RECONCILE)
     past = past_hour_in_bronze(api, spark, services_settings, tmp_path_factory.mktemp("batch_dag"))
+    _enrichment_caught_up(spark, services_settings)
     with af.unpaused(api, RECONCILE):
         yield BatchRun(past.hour, past.accepted, _run_hour(api, past.hour))
 
@@ -81,7 +92,8 @@ def test_a_past_hour_is_recomputed_recorded_and_announced(
     start = batch_run.hour
     runs = read_table(spark, table("ops.batch_runs"), services_settings)
     mine = runs.where(runs["run_id"] == run_id).select("view", "interval_start").toPandas()
-    assert set(mine["view"]) == VIEWS, mine
+    # The click views' rows, and the revenue view's (its own test, below).
+    assert set(mine["view"]) == {*VIEWS, "revenue_by_segment"}, mine
     assert set(mine["interval_start"]) == {pd.Timestamp(start.replace(tzinfo=None))}, mine
 
     accepted = batch_run.accepted
@@ -137,6 +149,39 @@ def test_the_batch_run_triggers_a_reconciliation_of_its_interval(
     assert sum(r["unexplained"] for r in recorded) == 0, recorded
 
 
+def test_the_run_recomputes_records_and_announces_the_hours_revenue_view(
+    api: af.Api, spark: SparkSession, services_settings: Settings, batch_run: BatchRun
+) -> None:
+    """Its purchases and revenue are the ledger's accepted purchases of the hour, each
+    counted under its user's segment and product's category, or the reason it has none."""
+    run_id, start = batch_run.run_id, batch_run.hour
+    path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/revenue"
+    ti = af.expect_json(api.call("GET", path), 200)
+    assert ti["state"] == "success", af.tasks_report([ti], af.task_logs(api, DAG_ID, run_id, [ti]))
+
+    runs = read_table(spark, table("ops.batch_runs"), services_settings)
+    mine = runs.where((runs["run_id"] == run_id) & (runs["view"] == "revenue_by_segment"))
+    recorded = [from_micros(r[0]) for r in mine.select(F.unix_micros("interval_start")).collect()]
+    assert recorded == [start], recorded
+    rows = read_table(spark, table("batch.revenue_by_segment"), services_settings).where(
+        (F.col("window_start") >= start) & (F.col("window_start") < start + HOUR)
+    )
+    [[purchases, revenue]] = rows.agg(F.sum("purchases"), F.sum("revenue")).collect()
+    accepted = batch_run.accepted
+    bought = accepted[
+        (accepted["event_type"] == "purchase")
+        & (accepted["event_time"] >= start)
+        & (accepted["event_time"] < start + HOUR)
+    ]
+    assert len(bought) > 0
+    paid = sum((Decimal(str(a)) for a in bought["amount"] if a == a), Decimal(0))  # NaN: none
+    assert (purchases, revenue) == (len(bought), paid)
+
+    events = asset_events(api, run_id, revenue=True)
+    assert [e["uri"] for e in events] == [REVENUE_URI], events
+    assert pd.Timestamp(events[0]["extra"]["interval_start"]) == pd.Timestamp(start), events
+
+
 def test_a_second_run_of_the_hour_is_a_no_op_that_says_so(api: af.Api, batch_run: BatchRun) -> None:
     """Nothing within the hour's reach has reached bronze since its run (its events are long
     ago, and no other test's are near them): a second run of it, from the form, skips its task
@@ -160,6 +205,12 @@ def test_a_second_run_of_the_hour_is_a_no_op_that_says_so(api: af.Api, batch_run
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+def _enrichment_caught_up(spark: SparkSession, settings: Settings) -> None:
+    """The enrichment stream has read all of silver, so the run's revenue task recomputes."""
+    with exclusive_writer(settings, EnrichmentOutputs.live().writer, wait_seconds=120):
+        start_enrichment_query(spark, settings, available_now=True).awaitTermination()
 
 
 def _run_hour(api: af.Api, hour: datetime) -> str:
