@@ -55,8 +55,9 @@ data_interval_end)`, with the speed layer's own parse / validate / dedup / windo
   purchases and revenue per hour, user segment and product category, recomputed from bronze
   and the dimensions' history tables (`python -m jobs.batch_revenue`) and recorded in
   `ops.batch_runs` for the serving layer. Skipped, saying so, while the enrichment stream
-  (the `enrichment` DAG) has never run. It is never skipped as unchanged: the history tables
-  move on their own.
+  (the `enrichment` DAG) has never run, and when the interval's last run stands (bronze
+  unchanged since it, every window final, the history tables at the versions it joined):
+  *Force* recomputes it anyway.
 - **Kappa mode** (config `mode: kappa`, or the Mode field for one run): runs do nothing and
   say so in the log; the `kappa_replay` DAG's scheduled replay is the recomputation instead.
 """
@@ -163,10 +164,11 @@ def recompute_run_interval(context: Mapping[str, Any], run: RunJob | None = None
 
 def recompute_run_revenue(context: Mapping[str, Any], run: RunJob | None = None) -> dict[str, Any]:
     """The revenue task (callable as recompute_run_interval is): skip in kappa mode and while
-    the enrichment stream has never run, else run jobs.batch_revenue over the interval."""
+    the enrichment stream has never run, else run jobs.batch_revenue over the interval and
+    name it on the asset's event (skip when another run's rows stand)."""
     from dags.support.job_runner import run_job
     from dags.support.run_params import checked_params
-    from jobs.contract import Exit
+    from jobs.contract import Exit, read_result
     from lakehouse.core.config import get_settings
     from lakehouse.core.small_tables import has_rows
     from lakehouse.joins.outputs import EnrichmentOutputs
@@ -180,16 +182,23 @@ def recompute_run_revenue(context: Mapping[str, Any], run: RunJob | None = None)
             "view to recompute"
         )
     start, end = _interval(context)
+    force = ["--force"] if context["params"].get("force") else []
     outcome = (run or run_job)(
         "jobs.batch_revenue",
-        ["--start", start, "--end", end, "--run-id", context["run_id"]],
+        ["--start", start, "--end", end, "--run-id", context["run_id"], *force],
         on_line=log.info,
     )
-    if outcome.returncode == Exit.NOTHING_TO_DO:
+    standing = (read_result("batch_revenue", outcome.lines) or {}).get("standing_run")
+    if outcome.returncode == Exit.NOTHING_TO_DO and standing == context["run_id"]:
+        # An earlier try of this run recorded it (as for the views, above).
+        log.info("an earlier try of this run recomputed the interval; announcing it")
+        summary: dict[str, Any] = {"run_id": context["run_id"], "recorded_by_earlier_try": True}
+    elif outcome.returncode == Exit.NOTHING_TO_DO:
         raise AirflowSkipException(outcome.reason())
-    if outcome.returncode == Exit.BAD_REQUEST:
+    elif outcome.returncode == Exit.BAD_REQUEST:
         raise outcome.refusal(f"bad interval [{start}, {end})")
-    summary = outcome.summary("batch_revenue")
+    else:
+        summary = outcome.summary("batch_revenue")
     context["outlet_events"][REVENUE_ASSET].extra = {"interval_start": start, "interval_end": end}
     return summary
 

@@ -27,12 +27,14 @@ if TYPE_CHECKING:
 
 
 def table_rows(
-    settings: Settings, table: Table, where: pc.Expression | None = None
+    settings: Settings, table: Table, where: pc.Expression | None = None, version: int | None = None
 ) -> list[dict[str, Any]]:
-    """Every row of `table` (that `where` keeps) as a dict, as Spark's Row.asDict(recursive=True)
-    gives it (maps as dicts, timestamps as aware UTC datetimes), without its layout columns; []
-    while the table does not exist."""
+    """Every row of `table` (that `where` keeps; at `version`, by default the latest) as a dict,
+    as Spark's Row.asDict(recursive=True) gives it (maps as dicts, timestamps as aware UTC
+    datetimes), without its layout columns; [] while the table does not exist."""
     delta = _opened(settings, table)
+    if delta is not None and version is not None:
+        delta.load_as_version(version)
     if delta is None:
         return []
     arrow = delta.to_pyarrow_dataset().to_table(filter=where)

@@ -200,9 +200,13 @@ def test_the_revenue_task_runs_the_job_over_the_interval_and_skips_on_its_reason
     batch: DagFile, jobs_here: RunJob, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Once the enrichment stream has a batch, the task runs jobs.batch_revenue (here
-    in-process) over the interval; its exit 3 (no bronze yet) skips the task with its line."""
+    in-process) over the interval, the form's Force passed on; its exit 3 (no bronze yet,
+    another run standing) skips the task with its line; this run's own record standing (an
+    earlier try's) ends it as that try would have."""
     from airflow.sdk.exceptions import AirflowSkipException
 
+    from dags.support.job_runner import JobOutcome
+    from jobs.contract import result_line
     from lakehouse.core.config import get_settings
     from lakehouse.core.delta_io import append_rows_batch
     from lakehouse.joins.outputs import EnrichmentOutputs
@@ -230,19 +234,32 @@ def test_the_revenue_task_runs_the_job_over_the_interval_and_skips_on_its_reason
 
     conf = {"start": "2026-01-01T10:00:00Z", "end": "2026-01-01T11:00:00Z"}
     context = batch.context("revenue", conf)
+
+    def standing(run_id: str) -> RunJob:
+        said = [
+            result_line("batch_revenue", {"interval": "[...)", "standing_run": run_id}),
+            f"batch revenue: [...) unchanged since run {run_id} (...): nothing recomputed",
+        ]
+        return lambda *_, **__: JobOutcome(3, said)
+
     try:
         with pytest.raises(AirflowSkipException, match="does not exist yet: run the speed layer"):
             batch.module.recompute_run_revenue(context, run=job)
+        # Another run's rows stand: skipped with the job's line. This run's own (an earlier
+        # try recorded it, then lost its supervisor): announced as that try would have.
+        with pytest.raises(AirflowSkipException, match="unchanged since run other"):
+            batch.module.recompute_run_revenue(context, run=standing("other"))
+        own = batch.module.recompute_run_revenue(context, run=standing(context["run_id"]))
+        forced = batch.context("revenue", {**conf, "force": True})
+        with pytest.raises(AirflowSkipException):
+            batch.module.recompute_run_revenue(forced, run=job)
     finally:
         get_settings.cache_clear()
+    assert own["recorded_by_earlier_try"] is True
+    extra = context["outlet_events"][batch.module.REVENUE_ASSET].extra
+    assert extra == {"interval_start": conf["start"], "interval_end": conf["end"]}
+    interval = ["--start", conf["start"], "--end", conf["end"]]
     assert asked == [
-        [
-            "jobs.batch_revenue",
-            "--start",
-            conf["start"],
-            "--end",
-            conf["end"],
-            "--run-id",
-            context["run_id"],
-        ]
+        ["jobs.batch_revenue", *interval, "--run-id", context["run_id"]],
+        ["jobs.batch_revenue", *interval, "--run-id", forced["run_id"], "--force"],
     ]

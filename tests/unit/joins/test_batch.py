@@ -6,21 +6,25 @@ and the stream's summed partial rows after them."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
 
+from jobs.contract import Exit, read_result
 from lakehouse.batch.recompute import Interval, NoDataError
 from lakehouse.batch.unchanged import last_run_of
 from lakehouse.cdc.shop import PRODUCTS, USERS
 from lakehouse.core.delta_io import append_once, read_table, table_exists
 from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import table
-from lakehouse.joins.batch import REVENUE, recompute_revenue
+from lakehouse.joins.batch import REVENUE, recompute_revenue, revenue_unchanged
 from lakehouse.serving.serve import register_serving_views, serve
 from lakehouse.transforms.bronze import to_raw_records
-from tests.lakehouses import local_lakehouse
+from tests.jobs_in_process import refuse_spark
+from tests.lakehouses import job_env, local_lakehouse
 from tests.micro_batches import kafka_records
 from tests.unit.joins.histories import at, version, write_history
 
@@ -143,6 +147,50 @@ def test_a_rerun_takes_in_a_dimension_change_captured_since(spark, lake) -> None
     }
     assert again.pins["users"] == 1  # the history's second version
     assert read_table(spark, RUNS, settings).count() == 2
+
+
+def test_a_rerun_that_would_change_nothing_stands_on_the_last_run_until_an_input_moves(
+    spark, lake, run_job_here, monkeypatch, tmp_path
+) -> None:
+    """A final hour's rerun, bronze and both histories as its last run read them, recomputes
+    nothing: the job says so before it starts Spark and names the run that stands. A history
+    change, or a record appended to bronze, makes the next run recompute; so does --force."""
+    settings = lake
+    hour = Interval(at(0), at(60))  # final: the watermark passed 11:00
+    recompute_revenue(spark, settings, hour, "run-1")
+    assert revenue_unchanged(settings, hour) == "run-1"
+    with monkeypatch.context() as no_spark:
+        refuse_spark(no_spark)
+        ran = run_job_here(
+            "jobs.batch_revenue",
+            *("--start", hour.start.isoformat(), "--end", hour.end.isoformat()),
+            **job_env(settings, tmp_path / "state"),
+        )
+    assert ran.returncode == Exit.NOTHING_TO_DO, ran.stderr
+    assert "unchanged since run run-1 (bronze and the history tables" in ran.stderr
+    said = read_result("batch_revenue", ran.stdout.splitlines())
+    assert said == {"interval": str(hour), "standing_run": "run-1"}
+
+    write_history(spark, settings, USERS, [version(USERS, ("u1", "vip", "DE"), -60, None, 40)])
+    assert revenue_unchanged(settings, hour) is None
+    recompute_revenue(spark, settings, hour, "run-2")
+    assert revenue_unchanged(settings, hour) == "run-2"
+    again = kafka_records(spark, [event("e5", "u1", 15, product="p1", amount=1)], 100)
+    append_once(again.transform(to_raw_records), table("bronze.events_raw"), settings, "speed", 1)
+    assert revenue_unchanged(settings, hour) is None
+    # An interval whose windows are not all final is recomputed each time.
+    recompute_revenue(spark, settings, HOURS, "run-3")
+    assert revenue_unchanged(settings, HOURS) is None
+
+    # The job was imported while Spark was refused: bound to the real session factory again.
+    importlib.reload(sys.modules["jobs.batch_revenue"])
+    forced = run_job_here(
+        "jobs.batch_revenue",
+        *("--start", hour.start.isoformat(), "--end", hour.end.isoformat(), "--force"),
+        **job_env(settings, tmp_path / "state"),
+    )
+    assert forced.returncode == Exit.OK, forced.stderr
+    assert revenue_unchanged(settings, hour) is not None
 
 
 def test_an_interval_without_events_writes_nothing(spark, lake) -> None:
