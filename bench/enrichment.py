@@ -11,11 +11,12 @@ bench: every user the batches name has a version from before the run, and every
 --change-every batches a tenth of them gets a new version starting in the past, so the next
 enrichment batch corrects the events it bears on: by default at the run's start (the first
 tenth, then the first fifth, ...: each correction reaches back over the whole run), with
---late-by N a new tenth each time, from N batches back (a changelog N batches behind). The figure is the median of (speed layer +
-enrichment) over the median of the speed layer alone, per batch, after a warm-up of 5 batches
-(issue 32's goal: at most 1.3), with the enrichment's own median and its corrected events; the
-same ratio of means weighs in the batches that correct earlier events. The
-synthetic events carry no product: the product join runs but matches nothing.
+--late-by N a new tenth each time, from N batches back (a changelog N batches behind). The
+figure is the median of (speed layer + enrichment) over the median of the speed layer alone,
+per batch, after a warm-up of 5 batches (issue 32's goal: at most 1.3), with the enrichment's
+own median and its corrected events; the same ratio of means weighs in the batches that
+correct earlier events. The synthetic events carry no product: the product join runs but
+matches nothing.
 Results go to bench/results/enrichment-<timestamp>.json.
 """
 
