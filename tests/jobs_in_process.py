@@ -9,10 +9,12 @@ import importlib
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from lakehouse.core.config import get_settings
+from lakehouse.core.spark import get_spark as _real_get_spark
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,26 @@ def spark_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     refuse_spark(monkeypatch)
 
 
+# Whether refuse_spark is in force (monkeypatch puts it back to False).
+_refusing = False
+
+
+def _get_spark_unless_refused(*args: Any, **kwargs: Any) -> Any:
+    if _refusing:
+        raise AssertionError("the job asked for a SparkSession")
+    return _real_get_spark(*args, **kwargs)
+
+
 def refuse_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail any call of the session factory until `monkeypatch` is undone: the factory's own
+    module, and every module that imported the function itself (a job's `from
+    lakehouse.core.spark import get_spark`, imported before or while this is in force: such a
+    module keeps the guard, which lets calls through again once it is undone)."""
+    import sys
+
     import lakehouse.core.spark
 
-    def refused(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the job asked for a SparkSession")
-
-    monkeypatch.setattr(lakehouse.core.spark, "get_spark", refused)
+    monkeypatch.setattr(sys.modules[__name__], "_refusing", True)
+    for module in [lakehouse.core.spark, *list(sys.modules.values())]:
+        if getattr(module, "get_spark", None) is _real_get_spark:
+            monkeypatch.setattr(module, "get_spark", _get_spark_unless_refused)

@@ -6,8 +6,6 @@ and the stream's summed partial rows after them."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -182,8 +180,6 @@ def test_a_rerun_that_would_change_nothing_stands_on_the_last_run_until_an_input
     recompute_revenue(spark, settings, HOURS, "run-3")
     assert revenue_unchanged(settings, HOURS) is None
 
-    # The job was imported while Spark was refused: bound to the real session factory again.
-    importlib.reload(sys.modules["jobs.batch_revenue"])
     forced = run_job_here(
         "jobs.batch_revenue",
         *("--start", hour.start.isoformat(), "--end", hour.end.isoformat(), "--force"),
