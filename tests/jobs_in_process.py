@@ -65,6 +65,8 @@ def spark_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # Whether refuse_spark is in force (monkeypatch puts it back to False).
 _refusing = False
+# Where a module may have imported the session factory itself.
+PACKAGES = {"jobs", "lakehouse", "dags", "bench", "tests"}
 
 
 def _get_spark_unless_refused(*args: Any, **kwargs: Any) -> Any:
@@ -83,6 +85,9 @@ def refuse_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     import lakehouse.core.spark
 
     monkeypatch.setattr(sys.modules[__name__], "_refusing", True)
-    for module in [lakehouse.core.spark, *list(sys.modules.values())]:
-        if getattr(module, "get_spark", None) is _real_get_spark:
+    ours = [m for name, m in list(sys.modules.items()) if name.split(".")[0] in PACKAGES]
+    for module in [lakehouse.core.spark, *ours]:
+        # The module's own names only: vars(), not getattr(), which would call a module's
+        # __getattr__ (Airflow's deprecation shims warn on every name asked for).
+        if vars(module).get("get_spark") is _real_get_spark:
             monkeypatch.setattr(module, "get_spark", _get_spark_unless_refused)
