@@ -9,6 +9,7 @@ import importlib
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -91,3 +92,18 @@ def refuse_spark(monkeypatch: pytest.MonkeyPatch) -> None:
         # __getattr__ (Airflow's deprecation shims warn on every name asked for).
         if vars(module).get("get_spark") is _real_get_spark:
             monkeypatch.setattr(module, "get_spark", _get_spark_unless_refused)
+
+
+def batch_job_without_spark(
+    run: RunJob,
+    monkeypatch: pytest.MonkeyPatch,
+    module: str,
+    interval: tuple[datetime, datetime],
+    env: dict[str, str],
+) -> Ran:
+    """A batch job (`module`) run by `run` (run_job_here) over `interval` (start, end), which
+    must answer before it starts Spark."""
+    start, end = interval
+    with monkeypatch.context() as no_spark:
+        refuse_spark(no_spark)
+        return run(module, "--start", start.isoformat(), "--end", end.isoformat(), **env)

@@ -23,7 +23,7 @@ from lakehouse.batch.unchanged import (
 from lakehouse.core.delta_io import append_once, read_table, small_frame, table_version
 from lakehouse.transforms.bronze import to_raw_records
 from lakehouse.transforms.windows import SESSION_GAP_SECONDS
-from tests.jobs_in_process import refuse_spark
+from tests.jobs_in_process import batch_job_without_spark
 from tests.lakehouses import job_env
 from tests.micro_batches import raw_kafka_records
 
@@ -73,13 +73,10 @@ def test_an_interval_recomputed_again_is_a_no_op_until_something_within_its_reac
     # The job answers that one before it starts Spark: delta-rs reads the run and bronze.
     read = first.bronze_version
     assert bronze_unchanged(settings, hour) == Unchanged("first", read, read, 0)
-    with monkeypatch.context() as no_spark:
-        refuse_spark(no_spark)
-        ran = run_job_here(
-            "jobs.batch_layer",
-            *("--start", hour.start.isoformat(), "--end", hour.end.isoformat()),
-            **job_env(settings, tmp_path / "state"),
-        )
+    env = job_env(settings, tmp_path / "state")
+    ran = batch_job_without_spark(
+        run_job_here, monkeypatch, "jobs.batch_layer", (hour.start, hour.end), env
+    )
     assert ran.returncode == Exit.NOTHING_TO_DO, ran.stderr
     assert "unchanged since run first (bronze unchanged): nothing recomputed" in ran.stderr
     # And names the run that stands for whoever ran it (a DAG's task: dags/batch_layer.py).

@@ -21,7 +21,7 @@ from lakehouse.core.tables import table
 from lakehouse.joins.batch import REVENUE, recompute_revenue, revenue_unchanged
 from lakehouse.serving.serve import register_serving_views, serve
 from lakehouse.transforms.bronze import to_raw_records
-from tests.jobs_in_process import refuse_spark
+from tests.jobs_in_process import batch_job_without_spark
 from tests.lakehouses import job_env, local_lakehouse
 from tests.micro_batches import kafka_records
 from tests.unit.joins.histories import at, version, write_history
@@ -157,13 +157,10 @@ def test_a_rerun_that_would_change_nothing_stands_on_the_last_run_until_an_input
     hour = Interval(at(0), at(60))  # final: the watermark passed 11:00
     recompute_revenue(spark, settings, hour, "run-1")
     assert revenue_unchanged(settings, hour) == "run-1"
-    with monkeypatch.context() as no_spark:
-        refuse_spark(no_spark)
-        ran = run_job_here(
-            "jobs.batch_revenue",
-            *("--start", hour.start.isoformat(), "--end", hour.end.isoformat()),
-            **job_env(settings, tmp_path / "state"),
-        )
+    env = job_env(settings, tmp_path / "state")
+    ran = batch_job_without_spark(
+        run_job_here, monkeypatch, "jobs.batch_revenue", (hour.start, hour.end), env
+    )
     assert ran.returncode == Exit.NOTHING_TO_DO, ran.stderr
     assert "unchanged since run run-1 (bronze and the history tables" in ran.stderr
     said = read_result("batch_revenue", ran.stdout.splitlines())
