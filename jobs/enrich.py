@@ -3,16 +3,18 @@ event's time.
 
     python -m jobs.enrich                  # run until stopped
     python -m jobs.enrich --available-now  # enrich what silver holds now, then exit
+    python -m jobs.enrich --reset          # remove its tables and checkpoint, to start afresh
 
 Reads silver.events from its first version (the checkpoint remembers where it is) and hands
 every micro-batch to lakehouse.joins.enrichment: silver.events_enriched (a later row of an
 event corrects an earlier one when a dimension change arrived after it) and
 speed.revenue_by_segment. Stopping gracefully: Ctrl-C, SIGTERM, or create the stop file
-(default <state>/run/enrich.stop); the running batch finishes first.
+(default <state>/run/enrich.stop); the running batch finishes first. Its tables belong to its
+checkpoint: with another one (the old one deleted) it refuses to start until --reset.
 
-Exit status (jobs.contract): 0 stopped, 1 cannot run (config, storage, no silver.events yet,
-Spark, another enrichment stream running), 2 bad arguments, 5 the query failed (a restart
-resumes it).
+Exit status (jobs.contract): 0 stopped (or reset), 1 cannot run (config, storage, no
+silver.events yet, tables of another checkpoint, Spark, another enrichment stream running),
+2 bad arguments, 5 the query failed (a restart resumes it).
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ def run_enrichment(
     run_enrichment(settings, stop_file, available_now, say)
 
 
+def reset_enrichment(settings: Settings) -> list[str]:
+    from lakehouse.joins.stream import reset_enrichment
+
+    return reset_enrichment(settings)
+
+
 def main(argv: list[str]) -> Exit:
     return run_stream_job(
         argv,
@@ -43,6 +51,7 @@ def main(argv: list[str]) -> Exit:
         title="enrichment stream",
         run=run_enrichment,
         default_stop_file=enrichment_stop_file,
+        reset=reset_enrichment,
     )
 
 

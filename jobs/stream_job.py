@@ -24,6 +24,8 @@ CANNOT_RUN = (ConfigError, KafkaUnavailableError, SparkSetupError, StorageError,
 
 # run(settings, stop_file, available_now, say): runs the query until it stops.
 StreamRun = Callable[[Settings, Path, bool, Callable[[str], None]], None]
+# reset(settings): removes the stream's tables and checkpoint; what it removed.
+StreamReset = Callable[[Settings], list[str]]
 
 
 def run_stream_job(
@@ -33,19 +35,31 @@ def run_stream_job(
     title: str,
     run: StreamRun,
     default_stop_file: Callable[[], Path],
+    reset: StreamReset | None = None,
 ) -> Exit:
-    """Parse `argv`, run the stream, say how it ended. `title` names the stream in its
-    messages ("speed layer")."""
+    """Parse `argv`, run the stream (or, with --reset when the stream has a `reset`, reset
+    it), say how it ended. `title` names the stream in its messages ("speed layer")."""
     parser = OneLineParser(
         prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
+    once = parser.add_mutually_exclusive_group()
+    once.add_argument(
         "--available-now", action="store_true", help="process what the log holds now, then exit"
     )
+    if reset is not None:
+        once.add_argument(
+            "--reset",
+            action="store_true",
+            help="remove the stream's tables and checkpoint (refused while it runs), then exit",
+        )
     add_stop_file(parser)
     args = parser.parse_args(argv)
     try:
         settings = get_settings()
+        if reset is not None and args.reset:
+            removed = reset(settings)
+            say(f"==> {title} reset: removed {', '.join(removed) if removed else 'nothing'}")
+            return Exit.OK
         run(settings, args.stop_file or default_stop_file(), args.available_now, say)
     except QueryFailedError as err:
         print(f"{title} failed: {err}", file=sys.stderr)

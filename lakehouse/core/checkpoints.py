@@ -9,6 +9,15 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+def checkpoint_started(spark: SparkSession, checkpoint: str) -> bool:
+    """Whether a query has started on the checkpoint: Spark writes `<checkpoint>/metadata`,
+    with the query's id, on its first start."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/metadata")
+    return bool(path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path))
+
+
 def checkpoint_query_id(spark: SparkSession, checkpoint: str) -> str:
     """The id Spark gave the query on the checkpoint's first start (`<checkpoint>/metadata`).
 

@@ -60,6 +60,17 @@ def _python(value: Any, kind: pa.DataType) -> Any:
     return value
 
 
+def column_values(settings: Settings, table: Table, column: str) -> set[Any]:
+    """The distinct values of one column of `table` (empty while it does not exist)."""
+    import pyarrow.compute as pc
+
+    delta = _opened(settings, table)
+    if delta is None:
+        return set()
+    found = delta.to_pyarrow_dataset().to_table(columns=[column]).column(column)
+    return set(pc.unique(found).to_pylist())
+
+
 def table_version(settings: Settings, table: Table) -> int | None:
     """The table's latest Delta version (the one Spark reads too), or None while it does not
     exist."""

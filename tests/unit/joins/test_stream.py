@@ -6,6 +6,7 @@ the judge has nothing to compare."""
 
 from __future__ import annotations
 
+import shutil
 from decimal import Decimal
 from pathlib import Path
 
@@ -16,8 +17,12 @@ from lakehouse.cdc.shop import PRODUCTS, USERS
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_new, read_table
 from lakehouse.core.frames import rows_frame
+from lakehouse.core.locks import exclusive_writer
+from lakehouse.core.small_tables import table_version
 from lakehouse.core.tables import Table, table
 from lakehouse.joins.enrichment import ENRICHED, PROGRESS, latest_rows
+from lakehouse.joins.outputs import EnrichmentOutputs
+from lakehouse.transforms.enrichment import combine_revenue
 from tests.jobs_in_process import RunJob
 from tests.unit.joins.histories import at, write_history
 
@@ -132,6 +137,59 @@ def assert_the_joins_judge_records_equal_then_a_difference(
 def recorded(spark, settings: Settings) -> dict[str, str]:
     rows = read_table(spark, table("dq.reconciliation_runs"), settings)
     return {r["view"]: r["verdict"] for r in rows.where("run_id = 'joins:t1'").collect()}
+
+
+def test_a_new_checkpoint_is_refused_until_the_tables_are_reset_then_enriches_afresh(
+    spark, local_settings: Settings, tmp_path: Path, run_job_here: RunJob
+) -> None:
+    """With its checkpoint gone the stream would read silver from the start again and key its
+    rows on batch ids that start over: the revenue counted twice. It refuses instead, writing
+    nothing, until --reset (refused while the stream runs) removes its tables and checkpoint;
+    then it enriches silver afresh, to the same rows and revenue."""
+    env = env_of(local_settings, tmp_path)
+    user = ("u1", "new", "DE", at(0), at(0), None, True, False, 10, None)
+    write_history(spark, local_settings, USERS, [user])
+    mug = ("p1", "Mug", "kitchen", Decimal("4.00"), at(0), at(0), None, True, False, 20, None)
+    write_history(spark, local_settings, PRODUCTS, [mug])
+    append_silver(spark, local_settings, [("e1", "p1", 10), ("e2", "p1", 20)])
+    outputs = EnrichmentOutputs.live()
+    owned = (outputs.enriched, outputs.revenue, outputs.pins, outputs.progress)
+
+    first = run_job_here("jobs.enrich", "--available-now", **env)
+    assert first.returncode == Exit.OK, first.stderr[-2000:]
+    enriched, revenue = categories(spark, local_settings), revenue_rows(spark, local_settings)
+    assert enriched == {"e1": "kitchen", "e2": "kitchen"}
+    assert [(r[-2], r[-1]) for r in revenue] == [(2, Decimal("6.00"))], revenue
+    versions = {t.name: table_version(local_settings, t) for t in owned}
+
+    shutil.rmtree(outputs.checkpoint(local_settings))
+    refused = run_job_here("jobs.enrich", "--available-now", **env)
+    assert refused.returncode == Exit.CANNOT_RUN, refused.stderr[-2000:]
+    assert refused.stderr.startswith("enrichment stream: silver.events_enriched holds what ")
+    assert "count its revenue twice" in refused.stderr and "jobs.enrich --reset" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert {t.name: table_version(local_settings, t) for t in owned} == versions
+
+    with exclusive_writer(local_settings, outputs.writer):
+        busy = run_job_here("jobs.enrich", "--reset", **env)
+    assert busy.returncode == Exit.CANNOT_RUN and "Traceback" not in busy.stderr, busy.stderr
+    assert {t.name: table_version(local_settings, t) for t in owned} == versions
+
+    reset = run_job_here("jobs.enrich", "--reset", **env)
+    assert reset.returncode == Exit.OK, reset.stderr[-2000:]
+    assert "==> enrichment stream reset: removed silver.events_enriched, " in reset.stdout
+    assert all(table_version(local_settings, t) is None for t in owned)
+
+    again = run_job_here("jobs.enrich", "--available-now", **env)
+    assert again.returncode == Exit.OK, again.stderr[-2000:]
+    assert categories(spark, local_settings) == enriched
+    assert revenue_rows(spark, local_settings) == revenue
+
+
+def revenue_rows(spark, settings: Settings) -> list[tuple]:
+    """The revenue view as serving sums its partial rows."""
+    rows = read_table(spark, EnrichmentOutputs.live().revenue, settings).drop("batch_id")
+    return sorted(tuple(r) for r in combine_revenue(rows).collect())
 
 
 def test_without_silver_events_it_refuses_in_one_line(
