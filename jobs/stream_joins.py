@@ -3,6 +3,7 @@ joined with their payments.
 
     python -m jobs.stream_joins                  # run until stopped
     python -m jobs.stream_joins --available-now  # join what the sources hold now, then exit
+    python -m jobs.stream_joins --reset          # remove their tables and checkpoints
 
 Two Structured Streaming queries in one application (lakehouse.joins.windowed), each over two
 Delta streams with a watermark per side: silver.events' purchases x its clicks ->
@@ -11,10 +12,13 @@ silver.order_payments (left outer: an order unpaid when the watermark passes its
 emitted once, paid = false); one ops.join_progress row per batch. --available-now also runs
 the batches without data that the watermark's advance calls for, so everything the final
 watermark settles is emitted before it exits. Stopping gracefully: Ctrl-C, SIGTERM, or create
-the stop file (default <state>/run/stream_joins.stop); the running batches finish first.
+the stop file (default <state>/run/stream_joins.stop); the running batches finish first. A
+join's tables belong to its checkpoint: with another one (the old one deleted) it refuses to
+start until --reset.
 
-Exit status (jobs.contract): 0 stopped, 1 cannot run (config, storage, a source table missing,
-Spark, other stream joins running), 2 bad arguments, 5 a query failed (a restart resumes it).
+Exit status (jobs.contract): 0 stopped (or reset), 1 cannot run (config, storage, a source
+table missing, tables of another checkpoint, Spark, other stream joins running), 2 bad
+arguments, 5 a query failed (a restart resumes it).
 """
 
 from __future__ import annotations
@@ -37,6 +41,12 @@ def run_joins(
     run_joins(settings, stop_file, available_now, say)
 
 
+def reset_joins(settings: Settings) -> list[str]:
+    from lakehouse.joins.windowed import reset_joins
+
+    return reset_joins(settings)
+
+
 def main(argv: list[str]) -> Exit:
     return run_stream_job(
         argv,
@@ -45,6 +55,7 @@ def main(argv: list[str]) -> Exit:
         title="stream joins",
         run=run_joins,
         default_stop_file=stream_joins_stop_file,
+        reset=reset_joins,
     )
 
 

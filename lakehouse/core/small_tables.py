@@ -60,14 +60,17 @@ def _python(value: Any, kind: pa.DataType) -> Any:
     return value
 
 
-def column_values(settings: Settings, table: Table, column: str) -> set[Any]:
-    """The distinct values of one column of `table` (empty while it does not exist)."""
+def column_values(
+    settings: Settings, table: Table, column: str, where: pc.Expression | None = None
+) -> set[Any]:
+    """The distinct values of one column of `table`, in the rows `where` keeps (empty while
+    it does not exist)."""
     import pyarrow.compute as pc
 
     delta = _opened(settings, table)
     if delta is None:
         return set()
-    found = delta.to_pyarrow_dataset().to_table(columns=[column]).column(column)
+    found = delta.to_pyarrow_dataset().to_table(columns=[column], filter=where).column(column)
     return set(pc.unique(found).to_pylist())
 
 

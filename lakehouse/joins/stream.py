@@ -6,9 +6,8 @@ rows fails the query rather than be skipped) and stops as the speed layer does: 
 SIGTERM or a stop file lets the running batch commit first, and a restart continues from its
 checkpoint.
 
-Its output tables belong to one checkpoint: a query on another (the checkpoint deleted or
-moved) is refused until they are reset (`reset_enrichment`), since it would read the events
-from their first version again and its batch ids, which its rows are keyed by, start over.
+Its output tables belong to its checkpoint (lakehouse.core.stream_outputs): a query on
+another is refused until they are reset (`reset_enrichment`).
 """
 
 from __future__ import annotations
@@ -17,12 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakehouse.core.checkpoints import checkpoint_query_id, checkpoint_started
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import appended_rows
-from lakehouse.core.locks import exclusive_writer
-from lakehouse.core.small_tables import column_values
 from lakehouse.core.storage import StorageError
+from lakehouse.core.stream_outputs import check_own_outputs, reset_outputs
 from lakehouse.joins.enrichment import EnrichmentProcessor
 from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.speed.stream import run_stream, started
@@ -36,19 +33,11 @@ def enrichment_checkpoint(settings: Settings) -> str:
     return EnrichmentOutputs.live().checkpoint(settings)
 
 
-class OtherCheckpointError(StorageError):
-    """The outputs hold what a query on another checkpoint wrote; the message says what to do."""
-
-
-def check_own_outputs(spark: SparkSession, settings: Settings, outputs: EnrichmentOutputs) -> None:
-    """OtherCheckpointError unless every batch the outputs' progress records was written by
-    the query of the outputs' checkpoint (or none was)."""
-    written = column_values(settings, outputs.progress, "app_id")
-    checkpoint = outputs.checkpoint(settings)
-    if checkpoint_started(spark, checkpoint):
-        written.discard(f"{outputs.writer}:{checkpoint_query_id(spark, checkpoint)}")
-    if not written:
-        return
+def check_own_checkpoint(
+    spark: SparkSession, settings: Settings, outputs: EnrichmentOutputs
+) -> None:
+    """OtherCheckpointError unless the outputs' batches are those of their checkpoint's query
+    (lakehouse.core.stream_outputs)."""
     if outputs.name == "live":
         fix = (
             "put that checkpoint back, or start afresh with `python -m jobs.enrich --reset` "
@@ -58,10 +47,14 @@ def check_own_outputs(spark: SparkSession, settings: Settings, outputs: Enrichme
     else:
         version = outputs.name.removeprefix("replay_")
         fix = f"remove the version (`python -m jobs.versions remove {version}`) and replay it"
-    raise OtherCheckpointError(
-        f"{outputs.enriched.name} holds what another checkpoint's query wrote "
-        f"({', '.join(sorted(written))}), and {checkpoint} is not its checkpoint: a query "
-        f"there would enrich every event again and count its revenue twice; {fix}"
+    check_own_outputs(
+        spark,
+        settings,
+        output=outputs.enriched,
+        progress=outputs.progress,
+        checkpoint=outputs.checkpoint(settings),
+        app_prefix=f"{outputs.writer}:",
+        fix=fix,
     )
 
 
@@ -69,22 +62,9 @@ def reset_enrichment(settings: Settings) -> list[str]:
     """Remove the live enrichment's output tables and checkpoint, so that its next start
     enriches silver.events from the first version; WriterBusyError while the stream runs.
     What was removed, by name."""
-    from lakehouse.core.delta_io import delete_folder, table_exists
-    from lakehouse.core.spark import get_spark_checked
-
     outputs = EnrichmentOutputs.live()
-    with exclusive_writer(settings, outputs.writer):
-        spark = get_spark_checked("enrich-reset", settings)
-        removed = []
-        for target in (outputs.enriched, outputs.revenue, outputs.pins, outputs.progress):
-            if table_exists(spark, target, settings):
-                delete_folder(spark, target.path(settings))
-                removed.append(target.name)
-        checkpoint = outputs.checkpoint(settings)
-        if checkpoint_started(spark, checkpoint):
-            removed.append(f"the checkpoint {checkpoint}")
-        delete_folder(spark, checkpoint)
-        return removed
+    tables = (outputs.enriched, outputs.revenue, outputs.pins, outputs.progress)
+    return reset_outputs(settings, outputs.writer, tables, [outputs.checkpoint(settings)])
 
 
 def start_enrichment_query(
@@ -104,7 +84,7 @@ def start_enrichment_query(
         if outputs.name != "live":
             first = f"replay {outputs.name.removeprefix('replay_')} first (jobs.replay)"
         raise StorageError(f"no {events.name} at {events.path(settings)} yet: {first}")
-    check_own_outputs(spark, settings, outputs)
+    check_own_checkpoint(spark, settings, outputs)
     checkpoint = outputs.checkpoint(settings)
     writer = (
         appended_rows(spark, events, settings)

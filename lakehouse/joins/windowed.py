@@ -23,7 +23,8 @@ knows for every input row which batch read it and whether it was late.
 
 Exactly-once: each batch's output is appended marked with (the query's writer id, batch id)
 (delta_io.append_batch), so a batch Spark runs again after a restart adds nothing twice; the
-progress rows are marked the same way.
+progress rows are marked the same way. A join's output belongs to its checkpoint
+(lakehouse.core.stream_outputs): a query on another is refused until `reset_joins`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from lakehouse.core.delta_io import append_batch, appended_rows, small_frame, ta
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.core.storage import StorageError, ensure_bucket
+from lakehouse.core.stream_outputs import check_own_outputs, reset_outputs
 from lakehouse.core.tables import JOINS, REPLAY, Table, table
 from lakehouse.speed.stream import (
     QueryFailedError,
@@ -373,12 +375,46 @@ def runnable(
             names = ", ".join(f"{t.name} (written by {t.writer})" for t in missing)
             waiting.append(f"the {query.name} join needs {names}")
         else:
+            check_own_checkpoint(spark, settings, query)
             ready.append(query)
     if not ready:
         raise StorageError(f"no input tables yet: {'; '.join(waiting)}")
     for line in waiting:
         say(f"==> not started: {line}, not there yet")
     return ready
+
+
+def check_own_checkpoint(spark: SparkSession, settings: Settings, query: JoinQuery) -> None:
+    """OtherCheckpointError unless the join's recorded batches are its checkpoint's query's."""
+    import pyarrow.compute as pc
+
+    if query.version is None:
+        fix = (
+            "put that checkpoint back, or start afresh with `python -m jobs.stream_joins "
+            "--reset` (it removes the joins' tables and checkpoints; the joins then read their "
+            "sources from the start again)"
+        )
+    else:
+        fix = f"remove the version (`python -m jobs.versions remove {query.version}`) and replay it"
+    check_own_outputs(
+        spark,
+        settings,
+        output=query.output,
+        progress=query.progress,
+        checkpoint=query.checkpoint(settings),
+        app_prefix=f"{JOINS}:{query.name}:",
+        fix=fix,
+        where=pc.field("query") == query.name,
+    )
+
+
+def reset_joins(settings: Settings) -> list[str]:
+    """Remove the live joins' outputs, their progress and their checkpoints, so that their
+    next start reads their sources from the first version; WriterBusyError while they run.
+    What was removed, by name."""
+    tables = [*(query.output for query in QUERIES), PROGRESS]
+    checkpoints = [query.checkpoint(settings) for query in QUERIES]
+    return reset_outputs(settings, JOINS, tables, checkpoints)
 
 
 def watch(

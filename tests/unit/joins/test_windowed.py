@@ -9,6 +9,7 @@ Watermark delay 10 minutes, attribution window 30 minutes, payment window 60 min
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,7 @@ from jobs.contract import Exit, read_result
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_new, read_table, table_exists
 from lakehouse.core.frames import rows_frame
+from lakehouse.core.small_tables import table_version
 from lakehouse.core.tables import JOINS, Table
 from lakehouse.joins.windowed import (
     ATTRIBUTION,
@@ -388,3 +390,35 @@ def test_a_replay_version_joins_its_own_tables_and_equals_its_batch_join(
     remove(spark, settings, "v1")
     assert not checkpoint.exists() and not Path(orders.checkpoint(settings)).exists()
     assert not table_exists(spark, attribution.output, settings)
+
+
+def test_a_new_checkpoint_is_refused_until_the_joins_are_reset_then_join_afresh(
+    spark, local_settings: Settings, tmp_path: Path, run_job_here: RunJob
+) -> None:
+    """With a join's checkpoint gone, its query would read both sources from the start again
+    and append every joined row a second time: the joins refuse to start, writing nothing,
+    until `jobs.stream_joins --reset` removes their tables and checkpoints; then they join
+    afresh, to the same rows."""
+    env = env_of(local_settings, tmp_path / "state")
+    append_step(spark, local_settings, 0)
+    first = run_job_here("jobs.stream_joins", "--available-now", **env)
+    assert first.returncode == Exit.OK, first.stderr[-2000:]
+    joined = {q.name: output(spark, local_settings, q.output) for q in QUERIES}
+    assert all(joined.values()), joined
+    owned = [*(q.output for q in QUERIES), PROGRESS]
+    versions = {t.name: table_version(local_settings, t) for t in owned}
+
+    shutil.rmtree(ATTRIBUTION_QUERY.checkpoint(local_settings))
+    refused = run_job_here("jobs.stream_joins", "--available-now", **env)
+    assert refused.returncode == Exit.CANNOT_RUN, refused.stderr[-2000:]
+    assert refused.stderr.startswith("stream joins: silver.purchase_attribution holds what ")
+    assert "jobs.stream_joins --reset" in refused.stderr and "Traceback" not in refused.stderr
+    assert {t.name: table_version(local_settings, t) for t in owned} == versions
+
+    reset = run_job_here("jobs.stream_joins", "--reset", **env)
+    assert reset.returncode == Exit.OK, reset.stderr[-2000:]
+    removed = "removed silver.purchase_attribution, silver.order_payments, ops.join_progress, "
+    assert removed in reset.stdout, reset.stdout
+    again = run_job_here("jobs.stream_joins", "--available-now", **env)
+    assert again.returncode == Exit.OK, again.stderr[-2000:]
+    assert {q.name: output(spark, local_settings, q.output) for q in QUERIES} == joined
