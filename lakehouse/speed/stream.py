@@ -23,6 +23,7 @@ from lakehouse.core.kafka_offsets import end_offsets
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.spark import get_spark
 from lakehouse.core.storage import ensure_bucket
+from lakehouse.core.stream_outputs import check_own_outputs
 from lakehouse.ops.migrate import require_bytes
 from lakehouse.speed.micro_batch import KeptVersions, MicroBatchProcessor, SpeedOutputs
 
@@ -44,9 +45,29 @@ def start_query(
     kept_versions: KeptVersions | None = None,
 ) -> StreamingQuery:
     """The speed layer's query into `outputs` (the live tables, or a replay's). The starting
-    offsets only count on a first start: afterwards the checkpoint knows where it is."""
+    offsets only count on a first start: afterwards the checkpoint knows where it is.
+    OtherCheckpointError when the outputs hold another checkpoint's batches: a query there
+    would take every event it reads for new, its dedup pinned to no silver version."""
     require_bytes(spark, settings, (outputs.raw, outputs.quarantine))
     checkpoint = outputs.checkpoint(settings)
+    if outputs.raw is None:
+        version = outputs.name.removeprefix("replay_")
+        fix = f"remove the version (`python -m jobs.versions remove {version}`) and replay it"
+    else:
+        fix = (
+            "put that checkpoint back (the live tables are a copy of the log no other checkpoint "
+            "can continue); a kappa replay (`python -m jobs.replay`) rebuilds the views from "
+            "the log into a version of their own"
+        )
+    check_own_outputs(
+        spark,
+        settings,
+        output=outputs.silver,
+        progress=outputs.progress,
+        checkpoint=checkpoint,
+        app_prefix=f"{outputs.name}:",
+        fix=fix,
+    )
     processor = MicroBatchProcessor(
         settings,
         outputs,
