@@ -12,7 +12,8 @@ from airflow.sdk import Param, dag, get_current_context, task
 from dags.support.failure import retry_policy
 
 # lakehouse.speed.supervisor.ACTIONS; not imported, as DAG files import lakehouse only in tasks.
-ACTIONS = ["ensure", "start", "stop", "restart"]
+# and its RESET, which this stream takes.
+ACTIONS = ["ensure", "start", "stop", "restart", "reset"]
 
 DOC = """
 ### Enrichment (stream-table join)
@@ -41,6 +42,7 @@ Every 5 minutes (one run at a time) this DAG:
 | `start` | start it (already running: nothing to do), then check it |
 | `stop` | stop gracefully after the running batch; scheduled runs leave it stopped |
 | `restart` | stop, start again, then check it |
+| `reset` | stop; remove its tables and checkpoint (`jobs.enrich --reset`); start afresh |
 """
 
 
@@ -61,12 +63,14 @@ Every 5 minutes (one run at a time) this DAG:
             enum=ACTIONS,
             title="Enrichment stream",
             description="ensure: start it if it is not running (default); start; "
-            "stop: graceful, after the running batch; restart",
+            "stop: graceful, after the running batch; restart; reset: stop, remove its tables "
+            "and checkpoint, start afresh",
             values_display={
                 "ensure": "ensure: keep it running",
                 "start": "start",
                 "stop": "stop (graceful)",
                 "restart": "restart",
+                "reset": "reset: rebuild its tables from silver",
             },
         ),
     },

@@ -43,4 +43,5 @@ supervised_stream_dag(
     judge="stream_joins",
     description="Keeps the windowed stream-stream joins running and reconciles them",
     doc_md=DOC,
+    resettable=True,
 )

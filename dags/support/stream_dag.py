@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 # lakehouse.speed.supervisor.ACTIONS; not imported, as DAG files import lakehouse only in tasks.
 ACTIONS = ["ensure", "start", "stop", "restart"]
+RESET = "reset"  # for a stream whose job takes --reset (lakehouse.speed.supervisor.RESET)
 
 ACTION_TABLE = """
 | action | what it does to the stream |
@@ -30,6 +31,10 @@ ACTION_TABLE = """
 | `stop` | stop gracefully after the running batch; scheduled runs leave it stopped |
 | `restart` | stop, start again, then check it |
 """
+RESET_ROW = (
+    "| `reset` | stop, remove its tables and checkpoints (its job's `--reset`), start again: "
+    "it reads its inputs afresh, then check it |\n"
+)
 
 
 def supervisor_of(path: str) -> StreamSupervisor:
@@ -42,10 +47,26 @@ def supervisor_of(path: str) -> StreamSupervisor:
 
 
 def supervised_stream_dag(
-    dag_id: str, *, title: str, supervisor: str, judge: str, description: str, doc_md: str
+    dag_id: str,
+    *,
+    title: str,
+    supervisor: str,
+    judge: str,
+    description: str,
+    doc_md: str,
+    resettable: bool = False,
 ) -> Any:
-    """The DAG keeping the stream `supervisor` ("module:Class") names running and judged."""
+    """The DAG keeping the stream `supervisor` ("module:Class") names running and judged;
+    `resettable`: its form offers a reset too."""
     log = logging.getLogger(f"tributary.dags.{dag_id}")
+    shown = {
+        "ensure": "ensure: keep it running",
+        "start": "start",
+        "stop": "stop (graceful)",
+        "restart": "restart",
+    }
+    if resettable:
+        shown[RESET] = "reset: rebuild its tables from its inputs"
 
     @dag(
         dag_id=dag_id,
@@ -55,22 +76,18 @@ def supervised_stream_dag(
         max_active_runs=1,
         tags=["tributary", "joins"],
         description=description,
-        doc_md=doc_md + ACTION_TABLE,
+        doc_md=doc_md + ACTION_TABLE + (RESET_ROW if resettable else ""),
         default_args={"retries": 0, "retry_policy": retry_policy()},
         params={
             "action": Param(
                 "ensure",
                 type="string",
-                enum=ACTIONS,
+                enum=list(shown),
                 title=title,
                 description="ensure: start it if it is not running (default); start; "
-                "stop: graceful, after the running batch; restart",
-                values_display={
-                    "ensure": "ensure: keep it running",
-                    "start": "start",
-                    "stop": "stop (graceful)",
-                    "restart": "restart",
-                },
+                "stop: graceful, after the running batch; restart"
+                + ("; reset: stop, remove its tables, start afresh" if resettable else ""),
+                values_display=shown,
             ),
         },
     )

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 def enrichment_stream() -> SupervisedStream:
     return SupervisedStream(
-        "enrich", "jobs.enrich", enrichment_stop_file(), "the enrichment stream"
+        "enrich", "jobs.enrich", enrichment_stop_file(), "the enrichment stream", resettable=True
     )
 
 

@@ -30,7 +30,11 @@ LOOK_BACK_ROWS = 20
 
 def stream_joins_stream() -> SupervisedStream:
     return SupervisedStream(
-        "stream_joins", "jobs.stream_joins", stream_joins_stop_file(), "the stream joins"
+        "stream_joins",
+        "jobs.stream_joins",
+        stream_joins_stop_file(),
+        "the stream joins",
+        resettable=True,
     )
 
 

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -31,8 +32,15 @@ if TYPE_CHECKING:
 # How long it waits on the stream (a start's check, a stop, the first micro-batch, a stale
 # verdict's second look) is config: settings.supervisor.
 
-Action = Literal["ensure", "start", "stop", "restart"]
+Action = Literal["ensure", "start", "stop", "restart", "reset"]
 ACTIONS: tuple[Action, ...] = ("ensure", "start", "stop", "restart")
+# What a stream whose tables can be rebuilt from its inputs also takes: stopped, its job's
+# --reset (tables and checkpoint removed), started again.
+RESET: Action = "reset"
+
+
+# A reset starts Spark to remove a few folders; a guard against a hang, not a schedule.
+RESET_TIMEOUT_SECONDS = 600
 
 
 class SupervisorError(Exception):
@@ -48,6 +56,7 @@ class SupervisedStream:
     module: str
     stop_file: Path
     title: str  # as messages name it: "the speed layer"
+    resettable: bool = False  # its job takes --reset
 
 
 def speed_layer_stream() -> SupervisedStream:
@@ -118,13 +127,19 @@ class StreamSupervisor:
             self._stop(timeout)
             return self._start()
 
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        return (*ACTIONS, RESET) if self.stream.resettable else ACTIONS
+
     def apply(self, action: Action) -> dict[str, Any]:
         """Do what the DAG's `action` asks; say what was done (JSON-able).
 
         A `stop` holds the stream down: scheduled `ensure` runs leave it stopped until a
         `start` or `restart`, otherwise the next run would undo the operator's stop."""
-        if action not in ACTIONS:
-            raise SupervisorError(f"unknown action {action!r}; choose one of {ACTIONS}")
+        if action not in self.actions:
+            raise SupervisorError(
+                f"unknown action {action!r} for {self.stream.title}; choose one of {self.actions}"
+            )
         title = self.stream.title
         with self._lock():
             before = self.status()
@@ -143,6 +158,12 @@ class StreamSupervisor:
                 after, outcome = before, f"already running: {before.describe()}"
             elif action == "ensure" and held:
                 outcome = f"not starting {title}: {held}; trigger action start to resume"
+            elif action == RESET:
+                self.hold_file.unlink(missing_ok=True)
+                self._stop()
+                removed = self._reset()
+                after = self._start()
+                outcome = f"{removed}; started {title} again: pid {after.pid}"
             else:
                 self.hold_file.unlink(missing_ok=True)
                 if action == "restart":
@@ -200,11 +221,9 @@ class StreamSupervisor:
             )
         self._kill_leftovers()
         self.stop_file.unlink(missing_ok=True)
-        # The stream needs none of Airflow's settings, and should not hold its secrets.
-        env = {k: v for k, v in os.environ.items() if not k.lstrip("_").startswith("AIRFLOW")}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         # The caller's interpreter: the venv Airflow (or the test) runs in has pyspark.
-        pid = self.proc.start([sys.executable, "-m", self.stream.module], env=env, cwd=REPO_ROOT)
+        command = [sys.executable, "-m", self.stream.module]
+        pid = self.proc.start(command, env=self._job_env(), cwd=REPO_ROOT)
         deadline = time.monotonic() + self.settings.supervisor.startup_check_seconds
         while time.monotonic() < deadline:
             _reap(pid)
@@ -217,6 +236,30 @@ class StreamSupervisor:
                 )
             time.sleep(0.5)
         return self.status()
+
+    def _job_env(self) -> dict[str, str]:
+        # The stream needs none of Airflow's settings, and should not hold its secrets.
+        env = {k: v for k, v in os.environ.items() if not k.lstrip("_").startswith("AIRFLOW")}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        return env
+
+    def _reset(self) -> str:
+        """The stopped stream's job run with --reset; what it said it removed."""
+        done = subprocess.run(
+            [sys.executable, "-m", self.stream.module, "--reset"],
+            env=self._job_env(),
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=RESET_TIMEOUT_SECONDS,
+        )
+        if done.returncode != 0:
+            raise SupervisorError(
+                f"the reset of {self.stream.title} failed (exit {done.returncode}); it is left "
+                f"stopped: {done.stderr.strip()[-2000:]}"
+            )
+        said = [line for line in done.stdout.splitlines() if line.startswith("==> ")]
+        return said[-1].removeprefix("==> ") if said else "reset"
 
     def _stop(self, timeout: float | None = None) -> bool:
         if timeout is None:

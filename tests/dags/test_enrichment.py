@@ -147,3 +147,63 @@ def test_the_reconcile_dags_joins_task_records_the_enrichments_judgement(
         ("joins:r1", "events_enriched", "passed"),
         ("joins:r1", "revenue_by_segment", "passed"),
     }
+
+
+def test_a_reset_run_rebuilds_the_enrichment_from_silver_under_a_checkpoint_of_its_own(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tables an earlier checkpoint's query wrote (the stream would refuse to start on them):
+    a run with action reset stops the stream, runs `jobs.enrich --reset` and starts it again,
+    which enriches silver afresh as its own checkpoint's query."""
+    from dags.support import enrichment_tasks
+    from lakehouse.core.delta_io import append_new, read_table
+    from lakehouse.core.frames import rows_frame
+    from lakehouse.core.small_tables import table_rows
+    from lakehouse.core.tables import table
+    from lakehouse.joins.enrichment import ENRICHED, PROGRESS
+    from lakehouse.joins.supervisor import EnrichmentSupervisor
+    from tests.integration.under_load import wait_for
+
+    settings = enriched_lakehouse(spark, tmp_path)
+    earlier = {r["app_id"] for r in table_rows(settings, PROGRESS)}
+    silver = table("silver.events")
+    at = T0 + timedelta(minutes=10)
+    rows = [
+        {
+            **dict.fromkeys(silver.spark_schema().fieldNames()),
+            "event_id": e,
+            "event_type": "purchase",
+            "user_id": "u1",
+            "product_id": "p1",
+            "amount": Decimal("2.50"),
+            "event_time": at,
+            "event_date": at.date(),
+            "arrived_late": False,
+        }
+        for e in ("e1", "e2")
+    ]
+    append_new(rows_frame(spark, rows, silver.spark_schema()), silver, settings)
+    for name, value in {
+        STATE_ENV: str(tmp_path / "state"),
+        "TRIBUTARY_PROFILE": "local",
+        "TRIBUTARY__STORAGE__ROOT": settings.storage.root,
+        "TRIBUTARY__STORAGE__CHECKPOINTS": settings.storage.checkpoints,
+    }.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    supervisor = EnrichmentSupervisor(get_settings())
+    try:
+        done = enrichment_tasks.supervise_enrichment("reset")
+        assert done["running"], done
+        assert done["outcome"].startswith(
+            "enrichment stream reset: removed silver.events_enriched, speed.revenue_by_segment, "
+            "ops.enrichment_pins, ops.enrichment_progress; started the enrichment stream again"
+        ), done
+        wait_for(lambda: table_rows(settings, PROGRESS), 300, "the reset stream's first batch")
+    finally:
+        supervisor.stop()
+        get_settings.cache_clear()
+    apps = {r["app_id"] for r in table_rows(settings, PROGRESS)}
+    assert len(apps) == 1 and not apps & earlier, (apps, earlier)
+    enriched = read_table(spark, ENRICHED, settings).collect()
+    assert sorted(r["event_id"] for r in enriched) == ["e1", "e2"]

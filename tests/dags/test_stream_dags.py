@@ -45,6 +45,26 @@ def test_the_dag_supervises_then_checks_and_reconciles_every_five_minutes(
     assert dag.params.get_param("action").value == "ensure"
 
 
+@pytest.mark.parametrize("dag_id", [*sorted(STREAMS), "enrichment"])
+def test_each_form_offers_the_actions_its_stream_takes_and_only_those(
+    airflow_home: Path, state: Path, dag_id: str
+) -> None:
+    """A reset for the streams whose tables can be rebuilt from their inputs (the enrichment,
+    the stream joins), not for the commerce stream, whose order state is its topics' fold."""
+    from dags.support.failure import Refused
+    from dags.support.stream_dag import supervisor_of
+    from dags.support.streams import apply_stream_action
+
+    supervised = {**STREAMS, "enrichment": "lakehouse.joins.supervisor:EnrichmentSupervisor"}
+    supervisor = supervisor_of(supervised[dag_id])
+    form = load_dag_file(dag_id).dag.params.get_param("action").schema
+    assert form["enum"] == list(supervisor.actions) == list(form["values_display"])
+    assert ("reset" in supervisor.actions) == (dag_id != "commerce")
+    if dag_id == "commerce":
+        with pytest.raises(Refused, match="unknown action 'reset' for the commerce stream"):
+            apply_stream_action(supervisor, "reset")
+
+
 @pytest.mark.parametrize("dag_id", sorted(STREAMS))
 def test_a_stop_holds_the_stream_down_and_skips_the_health_check(
     airflow_home: Path, state: Path, dag_id: str
