@@ -54,6 +54,11 @@ def check_own_outputs(
         )
 
 
+def replay_again(version: str) -> str:
+    """What to do when a replay version's tables belong to another checkpoint."""
+    return f"remove the version (`python -m jobs.versions remove {version}`) and replay it"
+
+
 def reset_outputs(
     settings: Settings, writer: str, tables: Iterable[Table], checkpoints: Iterable[str]
 ) -> list[str]:

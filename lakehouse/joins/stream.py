@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import appended_rows
 from lakehouse.core.storage import StorageError
-from lakehouse.core.stream_outputs import check_own_outputs, reset_outputs
+from lakehouse.core.stream_outputs import check_own_outputs, replay_again, reset_outputs
 from lakehouse.joins.enrichment import EnrichmentProcessor
 from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.speed.stream import run_stream, started
@@ -46,7 +46,7 @@ def check_own_checkpoint(
         )
     else:
         version = outputs.name.removeprefix("replay_")
-        fix = f"remove the version (`python -m jobs.versions remove {version}`) and replay it"
+        fix = replay_again(version)
     check_own_outputs(
         spark,
         settings,

@@ -45,7 +45,7 @@ from lakehouse.core.delta_io import append_batch, appended_rows, small_frame, ta
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.core.storage import StorageError, ensure_bucket
-from lakehouse.core.stream_outputs import check_own_outputs, reset_outputs
+from lakehouse.core.stream_outputs import check_own_outputs, replay_again, reset_outputs
 from lakehouse.core.tables import JOINS, REPLAY, Table, table
 from lakehouse.speed.stream import (
     QueryFailedError,
@@ -395,7 +395,7 @@ def check_own_checkpoint(spark: SparkSession, settings: Settings, query: JoinQue
             "sources from the start again)"
         )
     else:
-        fix = f"remove the version (`python -m jobs.versions remove {query.version}`) and replay it"
+        fix = replay_again(query.version)
     check_own_outputs(
         spark,
         settings,

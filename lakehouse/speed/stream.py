@@ -23,7 +23,7 @@ from lakehouse.core.kafka_offsets import end_offsets
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.spark import get_spark
 from lakehouse.core.storage import ensure_bucket
-from lakehouse.core.stream_outputs import check_own_outputs
+from lakehouse.core.stream_outputs import check_own_outputs, replay_again
 from lakehouse.ops.migrate import require_bytes
 from lakehouse.speed.micro_batch import KeptVersions, MicroBatchProcessor, SpeedOutputs
 
@@ -52,7 +52,7 @@ def start_query(
     checkpoint = outputs.checkpoint(settings)
     if outputs.raw is None:
         version = outputs.name.removeprefix("replay_")
-        fix = f"remove the version (`python -m jobs.versions remove {version}`) and replay it"
+        fix = replay_again(version)
     else:
         fix = (
             "put that checkpoint back (the live tables are a copy of the log no other checkpoint "
