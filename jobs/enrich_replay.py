@@ -8,8 +8,9 @@ Reads `replay_<version>.events` (what `python -m jobs.replay` wrote) from its fi
 `replay_<version>.events_enriched` and `replay_<version>.revenue_by_segment`, with pins and
 progress of its own, as the replay writer (one replay job at a time: a live replay must be
 stopped first). Then compares them with the same events joined again at its last batch's
-pins, as `python -m jobs.enrich_reconcile` does for the live stream, and prints
-`enrich_replay result: {...}`.
+pins, as `python -m jobs.enrich_reconcile` does for the live stream, records the verdict in
+`replay_<version>.enrichment_checks` (in kappa mode, serving reads the version's revenue up to
+its last passed check) and prints `enrich_replay result: {...}`.
 
 Exit status (jobs.contract): 0 enriched and equal; 1 cannot run (config, storage, no such
 replay version, Spark, another replay running); 2 bad arguments; 3 the version holds no
@@ -44,17 +45,13 @@ def main(argv: list[str]) -> Exit:
     )
     args = parser.parse_args(argv)
     from lakehouse.joins.outputs import EnrichmentOutputs
-    from lakehouse.joins.reconcile import NothingToReconcile, reconcile_enrichment
-    from lakehouse.joins.stream import run_enrichment
+    from lakehouse.joins.reconcile import NothingToReconcile
+    from lakehouse.joins.replay import enrich_version
 
     outputs = EnrichmentOutputs.replay(args.version)
     stop_file = state_dir() / "run" / f"{outputs.name}_enrichment.stop"
     try:
-        settings = get_settings()
-        run_enrichment(settings, stop_file, True, say, outputs)
-        from lakehouse.core.spark import get_spark_checked
-
-        judged = reconcile_enrichment(get_spark_checked(JOB, settings), settings, outputs)
+        judged = enrich_version(get_settings(), args.version, stop_file, say)
     except QueryFailedError as err:
         print(f"{JOB}: {outputs.name} enrichment failed: {err}", file=sys.stderr)
         return Exit.FAILED

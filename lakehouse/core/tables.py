@@ -336,6 +336,17 @@ def _enrichment_tables() -> list[Table]:
             "versions map<string,bigint>, processed_at timestamp, duration_seconds double",
             checkpoint_interval=197,
         ),
+        Table(
+            "ops.enrichment_checks",
+            ENRICH,
+            "One row per judged run of a replay version's enrichment (jobs.enrich_replay): "
+            "the last batch judged, the version of its events table every event of which it "
+            "had read, the verdict. Kappa serving reads the version's revenue up to its last "
+            "passed check",
+            schema="batch_id bigint, events_version bigint, equal boolean, "
+            "events_compared bigint, windows_compared bigint, checked_at timestamp",
+            checkpoint_interval=199,
+        ),
     ]
 
 

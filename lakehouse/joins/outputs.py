@@ -21,6 +21,7 @@ class EnrichmentOutputs:
     revenue: Table
     pins: Table
     progress: Table
+    checks: Table  # the judge's passed and failed runs (a replay version's: jobs.enrich_replay)
 
     @property
     def writer(self) -> str:
@@ -36,6 +37,7 @@ class EnrichmentOutputs:
             revenue=table("speed.revenue_by_segment"),
             pins=table("ops.enrichment_pins"),
             progress=table("ops.enrichment_progress"),
+            checks=table("ops.enrichment_checks"),
         )
 
     @classmethod
@@ -54,6 +56,7 @@ class EnrichmentOutputs:
             revenue=own("revenue_by_segment", "speed.revenue_by_segment"),
             pins=own("enrichment_pins", "ops.enrichment_pins"),
             progress=own("enrichment_progress", "ops.enrichment_progress"),
+            checks=own("enrichment_checks", "ops.enrichment_checks"),
         )
 
     def checkpoint(self, settings: Settings) -> str:

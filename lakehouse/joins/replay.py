@@ -12,6 +12,10 @@ with what the log and the version's events gained since. The judges: each window
 against the batch join of its on-time input rows (lakehouse.joins.windowed_reconcile), and the
 order state the commerce replay folded batch by batch against the batch fold of the version's
 own order events (lakehouse.transforms.commerce.fold_log).
+
+The version's enrichment (`enrich_version`, jobs.enrich_replay) enriches its events into
+replay_<version>.events_enriched and .revenue_by_segment, is judged as the live stream is, and
+its verdict recorded for kappa serving (lakehouse.joins.checks).
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from typing import TYPE_CHECKING, Any
 from lakehouse.commerce.outputs import CommerceOutputs
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, table_exists
+from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.storage import StorageError
+from lakehouse.joins.reconcile import EnrichmentReconciliation
 from lakehouse.joins.windowed import queries_of, run_joins
 from lakehouse.joins.windowed_reconcile import JoinVerdict, reconcile_windowed_joins
 
@@ -103,6 +109,32 @@ def replay_joins(
         examples,
         tuple(reconcile_windowed_joins(spark, settings, queries)),
     )
+
+
+def enrich_version(
+    settings: Settings, version: str, stop_file: Path, say: Callable[[str], None]
+) -> EnrichmentReconciliation:
+    """Enrich `version`'s events by the enrichment stream's code (available-now: what they
+    hold now), judge the result and record the verdict (lakehouse.joins.checks), which kappa
+    serving reads the version's revenue by. Raises what run_enrichment and
+    reconcile_enrichment raise."""
+    from lakehouse.core.small_tables import table_version
+    from lakehouse.core.spark import get_spark_checked
+    from lakehouse.joins.checks import record_check
+    from lakehouse.joins.outputs import EnrichmentOutputs
+    from lakehouse.joins.reconcile import reconcile_enrichment
+    from lakehouse.joins.stream import run_enrichment
+
+    outputs = EnrichmentOutputs.replay(version)
+    # Before the run: an available-now run reads at least up to the version it starts at.
+    events_version = table_version(settings, outputs.events)
+    run_enrichment(settings, stop_file, True, say, outputs)
+    spark = get_spark_checked("enrich_replay", settings)
+    with exclusive_writer(settings, outputs.writer, wait_seconds=60):
+        judged = reconcile_enrichment(spark, settings, outputs)
+        if events_version is not None:
+            record_check(spark, settings, outputs, judged, events_version)
+    return judged
 
 
 def judge_state(

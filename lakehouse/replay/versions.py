@@ -189,9 +189,14 @@ def next_version(settings: Settings) -> str:
 
 def served_tables(version: str) -> dict[str, Table]:
     """What serving reads of a version, by pin name: its progress (the watermark that bounds
-    what it covers) and each view's table."""
+    what it covers), each view's table, and its events (the revenue view is served from the
+    version's enrichment only once a check of it had read them all: lakehouse.joins.checks)."""
     outputs = outputs_of(version)
-    return {"progress": outputs.progress, **{v: outputs.view_table(v) for v in VIEWS}}
+    return {
+        "progress": outputs.progress,
+        "events": outputs.silver,
+        **{v: outputs.view_table(v) for v in VIEWS},
+    }
 
 
 def table_versions(settings: Settings, version: str) -> dict[str, int]:

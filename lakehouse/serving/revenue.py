@@ -3,9 +3,12 @@ views are: batch.revenue_by_segment where the batch layer's recorded runs made i
 (lakehouse.joins.batch), speed.revenue_by_segment's partial rows, summed, after.
 
 The coverage and the batch table's version come from one snapshot of ops.batch_runs, as for
-the click views (lakehouse.serving.serve). Kappa mode has no batch layer, and a replay
-version's enrichment is not what the serving pointer switches: the view is then served from
-the live enrichment stream alone.
+the click views (lakehouse.serving.serve). In kappa mode the corrected side is the active
+replay version's enrichment (jobs.enrich_replay): its partial rows up to the batch its last
+passed check judged (lakehouse.joins.checks), covering its windows up to an hour before the
+version's watermark as of its pins, as its click views are covered, and only when that check
+had read every event of the version's events at their pin. Otherwise the view is served
+from the live enrichment stream alone, as it is while no version is active.
 """
 
 from __future__ import annotations
@@ -17,9 +20,18 @@ from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, read_table_at, table_exists
-from lakehouse.joins.batch import REVENUE, TIME_COLUMN, VIEW
+from lakehouse.joins.batch import REVENUE, TIME_COLUMN, VIEW, WINDOW
+from lakehouse.joins.checks import last_passed_batch
 from lakehouse.joins.outputs import EnrichmentOutputs
-from lakehouse.serving.serve import Coverage, NoServingDataError, batch_coverage, in_range
+from lakehouse.serving.serve import (
+    CorrectedSide,
+    Coverage,
+    NoServingDataError,
+    batch_coverage,
+    checked_watermark,
+    covered_until,
+    in_range,
+)
 from lakehouse.transforms.enrichment import VIEW_KEYS, VIEW_MEASURES, combine_revenue
 
 if TYPE_CHECKING:
@@ -35,14 +47,14 @@ def serve_revenue(
 ) -> tuple[DataFrame, Coverage]:
     """The view's windows that start in [start, end), each from the side that owns it, with
     a `source` column ('batch' or 'speed')."""
-    coverage = Coverage([], None)
+    corrected = batch_side(spark, settings) if mode == "lambda" else version_side(spark, settings)
+    coverage = corrected.coverage
     parts = []
-    if mode == "lambda":
-        coverage = batch_coverage(spark, settings, VIEW)
-        rows = read_table_at(spark, REVENUE, settings, coverage.table_version)
-        if rows is not None:
-            batch = rows.where(coverage.contains(TIME_COLUMN)).select(*VIEW_KEYS, *VIEW_MEASURES)
-            parts.append(batch.withColumn("source", F.lit("batch")))
+    if corrected.rows is not None:
+        rows = corrected.rows.where(coverage.contains(TIME_COLUMN))
+        parts.append(
+            rows.select(*VIEW_KEYS, *VIEW_MEASURES).withColumn("source", F.lit(corrected.name))
+        )
     speed = EnrichmentOutputs.live().revenue
     if table_exists(spark, speed, settings):
         summed = combine_revenue(read_table(spark, speed, settings).drop("batch_id"))
@@ -54,3 +66,29 @@ def serve_revenue(
             "yet (run the enrichment stream: python -m jobs.enrich)"
         )
     return in_range(parts, TIME_COLUMN, start, end), coverage
+
+
+def batch_side(spark: SparkSession, settings: Settings) -> CorrectedSide:
+    """batch.revenue_by_segment where the batch layer's recorded runs made it final."""
+    coverage = batch_coverage(spark, settings, VIEW)
+    rows = read_table_at(spark, REVENUE, settings, coverage.table_version)
+    return CorrectedSide("batch", rows, coverage)
+
+
+def version_side(spark: SparkSession, settings: Settings) -> CorrectedSide:
+    """The active replay version's enrichment, as far as its last passed check bears it out
+    (the module's docstring); nothing while the live tables are served."""
+    from lakehouse.replay.versions import LIVE, outputs_of, served_version
+
+    nothing = CorrectedSide(LIVE, None, Coverage([], None))
+    active, pins = served_version(settings)
+    if active == LIVE or (pins is not None and "events" not in pins):
+        return nothing  # a version pinned before its events were cannot say what it covered
+    enrichment = EnrichmentOutputs.replay(active)
+    batch = last_passed_batch(settings, enrichment, None if pins is None else pins["events"])
+    if batch is None:
+        return nothing
+    watermark = checked_watermark(spark, settings, outputs_of(active), pins)
+    partials = read_table(spark, enrichment.revenue, settings).where(F.col("batch_id") <= batch)
+    rows = combine_revenue(partials.drop("batch_id"))
+    return CorrectedSide(enrichment.name, rows, covered_until(rows, TIME_COLUMN, watermark, WINDOW))

@@ -36,6 +36,8 @@ from lakehouse.transforms.views import VIEWS, View, view
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from lakehouse.speed.micro_batch import SpeedOutputs
+
 RUNS = table("ops.batch_runs")
 # The click-stream views, and the enrichment's revenue view (lakehouse.joins), each served
 # batch where the batch has covered and speed after.
@@ -162,28 +164,48 @@ def corrected_side(spark: SparkSession, settings: Settings, v: View, mode: str) 
     if active == LIVE:
         return CorrectedSide(LIVE, None, Coverage([], None))
     outputs = outputs_of(active)
-
-    def as_checked(name: str, t: Table) -> DataFrame | None:
-        # As of the version's last passed gate; the latest for one promoted before pins.
-        if pins is None:
-            return read_table(spark, t, settings) if table_exists(spark, t, settings) else None
-        return read_table_at(spark, t, settings, pins.get(name))
-
-    progress = as_checked("progress", outputs.progress)
-    if progress is None:
-        return CorrectedSide(outputs.name, None, Coverage([], None))
     # The watermark first: rows final under it cannot change while they are read.
-    [[watermark]] = progress.agg(F.max("watermark_micros")).collect()
-    rows = as_checked(v.name, outputs.view_table(v.name))
+    watermark = checked_watermark(spark, settings, outputs, pins)
+    rows = as_checked(spark, settings, pins, v.name, outputs.view_table(v.name))
     if rows is None:
         return CorrectedSide(outputs.name, None, Coverage([], None))
-    [[first]] = rows.agg(F.min(F.unix_micros(v.time_column))).collect()
-    if watermark is None or first is None:
-        return CorrectedSide(outputs.name, rows, Coverage([], None))
-    until = from_micros(watermark) - timedelta(seconds=v.settle_seconds)
     return CorrectedSide(
-        outputs.name, rows, Coverage(merge_ranges([(from_micros(first), until)]), None)
+        outputs.name,
+        rows,
+        covered_until(rows, v.time_column, watermark, timedelta(seconds=v.settle_seconds)),
     )
+
+
+def as_checked(
+    spark: SparkSession, settings: Settings, pins: dict[str, int] | None, name: str, t: Table
+) -> DataFrame | None:
+    """`t`, pinned as `name`, as of its version's last passed gate (the latest for a version
+    promoted before pins); None while it does not exist."""
+    if pins is None:
+        return read_table(spark, t, settings) if table_exists(spark, t, settings) else None
+    return read_table_at(spark, t, settings, pins.get(name))
+
+
+def checked_watermark(
+    spark: SparkSession, settings: Settings, outputs: SpeedOutputs, pins: dict[str, int] | None
+) -> datetime | None:
+    """A replay version's watermark as of its last passed gate (None before its first batch)."""
+    progress = as_checked(spark, settings, pins, "progress", outputs.progress)
+    if progress is None:
+        return None
+    [[watermark]] = progress.agg(F.max("watermark_micros")).collect()
+    return None if watermark is None else from_micros(watermark)
+
+
+def covered_until(
+    rows: DataFrame, time_column: str, watermark: datetime | None, settle: timedelta
+) -> Coverage:
+    """A replay version's coverage of its rows: from its first to `settle` before its watermark,
+    where nothing it has not read yet can change them."""
+    [[first]] = rows.agg(F.min(F.unix_micros(time_column))).collect()
+    if watermark is None or first is None:
+        return Coverage([], None)
+    return Coverage(merge_ranges([(from_micros(first), watermark - settle)]), None)
 
 
 def serve(

@@ -15,9 +15,14 @@ from pyspark.sql import functions as F
 from jobs.contract import Exit, read_result
 from lakehouse.cdc.shop import PRODUCTS, USERS
 from lakehouse.core.config import Settings
-from lakehouse.core.delta_io import read_table
+from lakehouse.core.delta_io import append_new, read_table, small_frame
+from lakehouse.core.small_tables import table_rows
+from lakehouse.core.times import to_micros
 from lakehouse.joins.enrichment import ROW_COLUMNS, latest_rows
 from lakehouse.joins.outputs import EnrichmentOutputs
+from lakehouse.replay.versions import switch_pointer, table_versions
+from lakehouse.serving.serve import serve
+from lakehouse.speed.micro_batch import SpeedOutputs
 from lakehouse.transforms.enrichment import combine_revenue
 from tests.jobs_in_process import RunJob
 from tests.unit.joins.test_stream import append_silver, at, env_of, write_history
@@ -55,6 +60,44 @@ def test_a_replay_enriched_at_the_final_history_equals_the_corrected_live_stream
     assert rows_of(spark, local_settings, V1) == rows_of(spark, local_settings, live)
     assert windows_of(spark, local_settings, V1) == windows_of(spark, local_settings, live)
     assert read_table(spark, V1.enriched, local_settings).where(F.col("corrected")).count() == 0
+
+
+def test_kappa_serving_reads_the_active_version_s_revenue_as_far_as_its_last_passed_check(
+    spark, local_settings: Settings, tmp_path: Path, run_job_here: RunJob
+) -> None:
+    """Hour 10:00 from the version (its watermark an hour and a quarter on), 11:00 from the
+    live stream; when the version's pins cover events no passed check had read, the live
+    stream serves it all, until the version's enrichment has run and been judged again."""
+    env = env_of(local_settings, tmp_path)
+    user = ("u1", "new", "DE", at(0), at(0), None, True, False, 10, None)
+    write_history(spark, local_settings, USERS, [user])
+    mug = ("p1", "Mug", "kitchen", Decimal("4.00"), at(0), at(0), None, True, False, 20, None)
+    write_history(spark, local_settings, PRODUCTS, [mug])
+    append_silver(spark, local_settings, [("e1", "p1", 10), ("e2", "p1", 70)])
+    assert run_job_here("jobs.enrich", "--available-now", **env).returncode == Exit.OK
+    # The version holds an event the live stream does not (it found it late, say).
+    append_silver(spark, local_settings, [("e1", "p1", 10), ("e9", "p1", 30)], target=V1.events)
+    assert run_job_here("jobs.enrich_replay", "v1", **env).returncode == Exit.OK
+    progress = SpeedOutputs.replay("v1").progress
+    watermark = {"app_id": "replay", "batch_id": 0, "watermark_micros": to_micros(at(75))}
+    append_new(small_frame(spark, [watermark], progress), progress, local_settings)
+
+    def pin_and_serve(action: str) -> set[tuple]:
+        pins = table_versions(local_settings, "v1")
+        switch_pointer(spark, local_settings, action, "v1", "v1", pins=pins)
+        served, _ = serve(spark, local_settings, "revenue_by_segment", mode="kappa")
+        return {(r["window_start"].hour, r["purchases"], r["source"]) for r in served.collect()}
+
+    assert pin_and_serve("promote") == {(10, 2, "replay_v1"), (11, 1, "speed")}
+    # An extension's events, pinned before the version's enrichment has read them.
+    append_silver(spark, local_settings, [("e8", "p1", 40)], target=V1.events)
+    assert pin_and_serve("advance") == {(10, 1, "speed"), (11, 1, "speed")}
+    assert run_job_here("jobs.enrich_replay", "v1", **env).returncode == Exit.OK
+    served, _ = serve(spark, local_settings, "revenue_by_segment", mode="kappa")
+    rows = {(r["window_start"].hour, r["purchases"], r["source"]) for r in served.collect()}
+    assert rows == {(10, 3, "replay_v1"), (11, 1, "speed")}
+    checks = table_rows(local_settings, V1.checks)
+    assert sorted((c["batch_id"], c["equal"]) for c in checks) == [(0, True), (1, True)]
 
 
 @pytest.mark.parametrize("job", ["enrich_replay", "replay_joins"])
