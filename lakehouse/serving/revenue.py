@@ -80,7 +80,7 @@ def version_side(spark: SparkSession, settings: Settings) -> CorrectedSide:
     (the module's docstring); nothing while the live tables are served."""
     from lakehouse.replay.versions import LIVE, outputs_of, served_version
 
-    nothing = CorrectedSide(LIVE, None, Coverage([], None))
+    nothing = CorrectedSide(LIVE, None, Coverage([], None, LIVE))
     active, pins = served_version(settings)
     if active == LIVE or (pins is not None and "events" not in pins):
         return nothing  # a version pinned before its events were cannot say what it covered
@@ -91,4 +91,5 @@ def version_side(spark: SparkSession, settings: Settings) -> CorrectedSide:
     watermark = checked_watermark(spark, settings, outputs_of(active), pins)
     partials = read_table(spark, enrichment.revenue, settings).where(F.col("batch_id") <= batch)
     rows = combine_revenue(partials.drop("batch_id"))
-    return CorrectedSide(enrichment.name, rows, covered_until(rows, TIME_COLUMN, watermark, WINDOW))
+    coverage = covered_until(rows, enrichment.name, TIME_COLUMN, watermark, WINDOW)
+    return CorrectedSide(enrichment.name, rows, coverage)

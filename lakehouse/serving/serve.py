@@ -31,6 +31,7 @@ from lakehouse.core.delta_io import read_table, read_table_at, table_exists
 from lakehouse.core.tables import Table, table
 from lakehouse.core.times import from_micros
 from lakehouse.joins.batch import VIEW as REVENUE_VIEW
+from lakehouse.replay.versions import LIVE
 from lakehouse.transforms.views import VIEWS, View, view
 
 if TYPE_CHECKING:
@@ -52,18 +53,25 @@ class Coverage:
 
     ranges: list[Range]
     table_version: int | None  # the batch table version that holds those rows
+    side: str = "batch"  # or, in kappa mode, the active replay version's name, or "live"
 
     @property
     def high_water(self) -> datetime | None:
         return self.ranges[-1][1] if self.ranges else None
 
     def seam(self) -> str:
-        """Where batch results end and speed results begin, in words."""
+        """Where the corrected side's results end and speed results begin, in words."""
         if self.high_water is None:
-            return "no batch run yet: all speed results"
+            if self.side == "batch":
+                return "no batch run yet: all speed results"
+            if self.side == LIVE:
+                return "no replay version is active: all speed results"
+            return f"nothing {self.side} covers yet: all speed results"
+        until = f"{self.high_water:%Y-%m-%d %H:%M:%S}Z"
+        if self.side != "batch":
+            return f"{self.side} results up to {until}, speed results after"
         return (
-            f"batch results up to {self.high_water:%Y-%m-%d %H:%M:%S}Z (batch version "
-            f"{self.table_version}), speed results after"
+            f"batch results up to {until} (batch version {self.table_version}), speed results after"
         )
 
     def contains(self, column: str) -> Column:
@@ -158,21 +166,20 @@ def corrected_side(spark: SparkSession, settings: Settings, v: View, mode: str) 
         coverage = batch_coverage(spark, settings, v.name)
         rows = read_table_at(spark, table(v.batch_table), settings, coverage.table_version)
         return CorrectedSide("batch", rows, coverage)
-    from lakehouse.replay.versions import LIVE, outputs_of, served_version
+    from lakehouse.replay.versions import outputs_of, served_version
 
     active, pins = served_version(settings)
     if active == LIVE:
-        return CorrectedSide(LIVE, None, Coverage([], None))
+        return CorrectedSide(LIVE, None, Coverage([], None, LIVE))
     outputs = outputs_of(active)
     # The watermark first: rows final under it cannot change while they are read.
     watermark = checked_watermark(spark, settings, outputs, pins)
     rows = as_checked(spark, settings, pins, v.name, outputs.view_table(v.name))
     if rows is None:
-        return CorrectedSide(outputs.name, None, Coverage([], None))
+        return CorrectedSide(outputs.name, None, Coverage([], None, outputs.name))
+    settle = timedelta(seconds=v.settle_seconds)
     return CorrectedSide(
-        outputs.name,
-        rows,
-        covered_until(rows, v.time_column, watermark, timedelta(seconds=v.settle_seconds)),
+        outputs.name, rows, covered_until(rows, outputs.name, v.time_column, watermark, settle)
     )
 
 
@@ -198,14 +205,14 @@ def checked_watermark(
 
 
 def covered_until(
-    rows: DataFrame, time_column: str, watermark: datetime | None, settle: timedelta
+    rows: DataFrame, side: str, time_column: str, watermark: datetime | None, settle: timedelta
 ) -> Coverage:
-    """A replay version's coverage of its rows: from its first to `settle` before its watermark,
-    where nothing it has not read yet can change them."""
+    """A replay version's (`side`) coverage of its rows: from its first to `settle` before its
+    watermark, where nothing it has not read yet can change them."""
     [[first]] = rows.agg(F.min(F.unix_micros(time_column))).collect()
     if watermark is None or first is None:
-        return Coverage([], None)
-    return Coverage(merge_ranges([(from_micros(first), watermark - settle)]), None)
+        return Coverage([], None, side)
+    return Coverage(merge_ranges([(from_micros(first), watermark - settle)]), None, side)
 
 
 def serve(

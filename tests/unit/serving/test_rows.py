@@ -26,3 +26,14 @@ def test_the_seam_names_where_batch_results_end() -> None:
         "batch results up to 2026-03-01 12:00:00Z (batch version 4), speed results after"
     )
     assert Coverage([], None).seam() == "no batch run yet: all speed results"
+
+
+def test_in_kappa_mode_the_seam_names_the_active_version() -> None:
+    hour = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    assert Coverage([(hour.replace(hour=10), hour)], None, "replay_v2").seam() == (
+        "replay_v2 results up to 2026-03-01 12:00:00Z, speed results after"
+    )
+    assert (
+        Coverage([], None, "replay_v2").seam() == "nothing replay_v2 covers yet: all speed results"
+    )
+    assert Coverage([], None, "live").seam() == "no replay version is active: all speed results"
