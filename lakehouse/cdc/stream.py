@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse.cdc.capture import ensure_changelog_topics
-from lakehouse.cdc.changelog import ChangelogProcessor
+from lakehouse.cdc.changelog import PROGRESS, ChangelogProcessor
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_kafka_stream
+from lakehouse.core.stream_outputs import check_own_outputs
 from lakehouse.core.tables import CDC
 from lakehouse.speed.stream import run_stream, started
 
@@ -40,8 +41,20 @@ def changelog_checkpoint(settings: Settings) -> str:
 def start_changelog_query(
     spark: SparkSession, settings: Settings, available_now: bool
 ) -> StreamingQuery:
-    """The query from every captured table's topic, earliest first on a first start."""
+    """The query from every captured table's topic, earliest first on a first start.
+    OtherCheckpointError when the CDC tables hold another checkpoint's batches: a query there
+    would read the topics from the start again and copy every change into bronze again."""
     checkpoint = changelog_checkpoint(settings)
+    check_own_outputs(
+        spark,
+        settings,
+        output=PROGRESS,
+        progress=PROGRESS,
+        checkpoint=checkpoint,
+        app_prefix=f"{CDC}:",
+        fix="put that checkpoint back (bronze.<table>_changes are a copy of the changelog "
+        "topics no other checkpoint can continue)",
+    )
     topics = ",".join(settings.cdc.topic(name) for name in settings.cdc.tables)
     stream = read_kafka_stream(
         spark,

@@ -19,6 +19,7 @@ from lakehouse.commerce.processor import CommerceProcessor
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_kafka_stream
 from lakehouse.core.kafka_io import ensure_topic
+from lakehouse.core.stream_outputs import check_own_outputs, replay_again
 from lakehouse.speed.stream import run_stream, started
 
 if TYPE_CHECKING:
@@ -41,8 +42,26 @@ def start_commerce_query(
 ) -> StreamingQuery:
     """The query from both topics into `outputs`, from the earliest offsets on a first start
     (afterwards the checkpoint knows where it is), at most speed.max_offsets_per_trigger
-    records a batch."""
+    records a batch. OtherCheckpointError when the outputs hold another checkpoint's batches:
+    a query there would copy every record of the topics into bronze again."""
     checkpoint = outputs.checkpoint(settings)
+    if outputs.raw is None:
+        fix = replay_again(outputs.name.removeprefix("replay_").removesuffix("_commerce"))
+    else:
+        fix = (
+            "put that checkpoint back (the live tables are a copy of the topics no other "
+            "checkpoint can continue); a replay version's commerce stream "
+            "(`python -m jobs.replay_joins`) folds the topics again into tables of its own"
+        )
+    check_own_outputs(
+        spark,
+        settings,
+        output=outputs.raw or outputs.order_events,
+        progress=outputs.progress,
+        checkpoint=checkpoint,
+        app_prefix=f"{outputs.name}:",
+        fix=fix,
+    )
     stream = read_kafka_stream(
         spark,
         settings,
