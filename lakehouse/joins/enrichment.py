@@ -52,9 +52,10 @@ from lakehouse.transforms.enrichment import (
     USER,
     affected_events,
     change_starts,
-    corrected_rows,
-    correction_partials,
+    corrected_of,
     enrich_by_timelines,
+    net_rows,
+    partials_of,
     revenue_by_segment,
 )
 
@@ -96,6 +97,9 @@ class EnrichmentProcessor:
         # (small, read once per version rather than once per batch).
         self._pinned: tuple[int, Pins] | None = None
         self._histories: dict[tuple[str, int | None], Known] = {}
+        # Each dimension's history at the version before, which the batch after a change
+        # compares the new one with (corrections), as it was read and checkpointed then.
+        self._previous: dict[str, tuple[int | None, Known]] = {}
 
     def app_id(self, spark: SparkSession) -> str:
         if self._app_id is None:
@@ -158,12 +162,12 @@ class EnrichmentProcessor:
         changes = self.corrections(spark, app, batch_id, pins, histories, held)
         if changes is not None:
             before, after = changes
-            corrected, corrected_count, corrected_bytes = checkpoint_measured(
-                corrected_rows(before, after)
-            )
-            held += [before, corrected]
+            # Enriched again once: both the corrected rows and the partial rows come from it.
+            net = net_rows(before, after).localCheckpoint()
+            corrected, corrected_count, corrected_bytes = checkpoint_measured(corrected_of(net))
+            held += [before, net, corrected]
             rows = rows.unionByName(self.stamped(corrected, batch_id, True))
-            partials = partials.unionByName(correction_partials(before, after))
+            partials = partials.unionByName(partials_of(net))
         settings, out = self.settings, self.outputs
         recorded.result()  # a batch whose pins failed to commit writes nothing
         partials = partials.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
@@ -238,12 +242,21 @@ class EnrichmentProcessor:
         key = (name, version)
         if key not in self._histories:
             for old in [k for k in self._histories if k[0] == name]:
-                for frame in self._histories.pop(old):
+                for frame in self._previous.pop(name, (None, ()))[1]:
                     release_local_checkpoint(frame)
+                self._previous[name] = (old[1], self._histories.pop(old))
             found = history_at(spark, self.settings, name, version).localCheckpoint()
             segments = timeline(found, DIMENSIONS[name][0]).localCheckpoint()
             self._histories[key] = Known(found, segments)
         return self._histories[key]
+
+    def earlier_history(self, spark: SparkSession, name: str, version: int | None) -> DataFrame:
+        """A dimension's history at an earlier `version`: as this processor checkpointed it,
+        when it joined with that version last (the batch before), else read again."""
+        kept = self._previous.get(name)
+        if kept is not None and kept[0] == version:
+            return kept[1].history
+        return history_at(spark, self.settings, name, version)
 
     def corrections(
         self,
@@ -267,7 +280,7 @@ class EnrichmentProcessor:
         changes = {
             name: measured_starts(
                 histories[name].history,
-                history_at(spark, self.settings, name, previous.get(name)),
+                self.earlier_history(spark, name, previous.get(name)),
                 DIMENSIONS[name][0],
             )
             for name in DIMENSIONS

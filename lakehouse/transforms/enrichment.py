@@ -128,9 +128,10 @@ def affected_events(enriched: DataFrame, starts: DataFrame, dimension: Dimension
     return enriched.join(F.broadcast(starts.select("_key", "_from")), matches, "left_semi")
 
 
-def _net(before: DataFrame, after: DataFrame) -> DataFrame:
+def net_rows(before: DataFrame, after: DataFrame) -> DataFrame:
     """The rows of `before` that `after` lacks (`_side` -1: an event as it was enriched) and
-    the rows of `after` that `before` lacks (+1: as it is enriched now)."""
+    the rows of `after` that `before` lacks (+1: as it is enriched now): what both
+    `corrected_of` and `partials_of` are made from (a caller may compute it once for both)."""
     columns = before.columns
     sides = before.select(*columns, F.lit(-1).alias("_side")).unionByName(
         after.select(*columns, F.lit(1).alias("_side"))
@@ -142,11 +143,21 @@ def _net(before: DataFrame, after: DataFrame) -> DataFrame:
 
 def corrected_rows(before: DataFrame, after: DataFrame) -> DataFrame:
     """The events of `after` (the events of `before` enriched again) enriched otherwise."""
-    return _net(before, after).where("_side > 0").drop("_side")
+    return corrected_of(net_rows(before, after))
+
+
+def corrected_of(net: DataFrame) -> DataFrame:
+    """corrected_rows, from their net_rows."""
+    return net.where("_side > 0").drop("_side")
 
 
 def correction_partials(before: DataFrame, after: DataFrame) -> DataFrame:
     """The view's partial rows that turn `before` (events as they were enriched) into `after`
     (the same events enriched again): each event whose enriched row changed taken out as it
     was and put in as it is. Events enriched alike give nothing."""
-    return _sum(_signed_purchases(_net(before, after), F.col("_side")))
+    return partials_of(net_rows(before, after))
+
+
+def partials_of(net: DataFrame) -> DataFrame:
+    """correction_partials, from their net_rows."""
+    return _sum(_signed_purchases(net, F.col("_side")))
