@@ -17,6 +17,15 @@ def query_checkpoint(folder: Path, query_id: str) -> Path:
     return folder
 
 
+def batch_of_another_query(spark, settings, progress, app_id: str) -> None:
+    """A progress row of batch 0 of `app_id`, as a query on another checkpoint leaves it in a
+    stream's `progress` table (lakehouse.core.stream_outputs)."""
+    from lakehouse.core.delta_io import append_new
+
+    frame = rows_frame(spark, [{"app_id": app_id, "batch_id": 0}], progress.spark_schema())
+    append_new(frame, progress, settings)
+
+
 def kafka_records(spark, events: list[tuple[str, dict]], first_offset: int):
     """(key, event) pairs as records of partition 0 of the `events` topic, from `first_offset`."""
     return raw_kafka_records(
