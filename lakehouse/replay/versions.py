@@ -189,19 +189,22 @@ def next_version(settings: Settings) -> str:
 
 def served_tables(version: str) -> dict[str, Table]:
     """What serving reads of a version, by pin name: its progress (the watermark that bounds
-    what it covers), each view's table, and its events (the revenue view is served from the
-    version's enrichment only once a check of it had read them all: lakehouse.joins.checks)."""
+    what it covers) and each view's table."""
     outputs = outputs_of(version)
-    return {
-        "progress": outputs.progress,
-        "events": outputs.silver,
-        **{v: outputs.view_table(v) for v in VIEWS},
-    }
+    return {"progress": outputs.progress, **{v: outputs.view_table(v) for v in VIEWS}}
+
+
+# A pin serving does not read at: how far the version's events went when its gate passed. Its
+# revenue view is served from its enrichment only once a check of that had read them all
+# (lakehouse.joins.checks); the events' files need no keeping for it.
+EVENTS_PIN = "events"
 
 
 def table_versions(settings: Settings, version: str) -> dict[str, int]:
-    """The latest Delta version of each table serving reads of `version` (existing ones)."""
-    found = {n: table_version(settings, t) for n, t in served_tables(version).items()}
+    """The latest Delta version of each table serving reads of `version`, and of its events
+    (EVENTS_PIN); existing ones only."""
+    tables = {**served_tables(version), EVENTS_PIN: outputs_of(version).silver}
+    found = {n: table_version(settings, t) for n, t in tables.items()}
     return {n: v for n, v in found.items() if v is not None}
 
 

@@ -78,14 +78,14 @@ def batch_side(spark: SparkSession, settings: Settings) -> CorrectedSide:
 def version_side(spark: SparkSession, settings: Settings) -> CorrectedSide:
     """The active replay version's enrichment, as far as its last passed check bears it out
     (the module's docstring); nothing while the live tables are served."""
-    from lakehouse.replay.versions import LIVE, outputs_of, served_version
+    from lakehouse.replay.versions import EVENTS_PIN, LIVE, outputs_of, served_version
 
     nothing = CorrectedSide(LIVE, None, Coverage([], None, LIVE))
     active, pins = served_version(settings)
-    if active == LIVE or (pins is not None and "events" not in pins):
+    if active == LIVE or (pins is not None and EVENTS_PIN not in pins):
         return nothing  # a version pinned before its events were cannot say what it covered
     enrichment = EnrichmentOutputs.replay(active)
-    batch = last_passed_batch(settings, enrichment, None if pins is None else pins["events"])
+    batch = last_passed_batch(settings, enrichment, None if pins is None else pins[EVENTS_PIN])
     if batch is None:
         return nothing
     watermark = checked_watermark(spark, settings, outputs_of(active), pins)
