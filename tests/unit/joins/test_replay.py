@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs.contract import Exit, read_result
-from lakehouse.cdc.shop import PRODUCTS, USERS
+from lakehouse.cdc.shop import PRODUCTS
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_new, read_table, small_frame
 from lakehouse.core.small_tables import table_rows
@@ -25,7 +25,14 @@ from lakehouse.serving.serve import serve
 from lakehouse.speed.micro_batch import SpeedOutputs
 from lakehouse.transforms.enrichment import combine_revenue
 from tests.jobs_in_process import RunJob
-from tests.unit.joins.test_stream import append_silver, at, env_of, write_history
+from tests.unit.joins.test_stream import (
+    MUG,
+    a_user_and_a_mug,
+    append_silver,
+    at,
+    env_of,
+    write_history,
+)
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
 
@@ -36,15 +43,12 @@ def test_a_replay_enriched_at_the_final_history_equals_the_corrected_live_stream
     spark, local_settings: Settings, tmp_path: Path, run_job_here: RunJob
 ) -> None:
     env = env_of(local_settings, tmp_path)
-    user = ("u1", "new", "DE", at(0), at(0), None, True, False, 10, None)
-    write_history(spark, local_settings, USERS, [user])
-    mug = ("p1", "Mug", "kitchen", Decimal("4.00"), at(0), at(0), None, True, False, 20, None)
-    write_history(spark, local_settings, PRODUCTS, [mug])
+    a_user_and_a_mug(spark, local_settings)
     first, second = [("e1", "p1", 10), ("e2", "p2", 20)], [("e3", "p2", 30)]
     append_silver(spark, local_settings, first)
     assert run_job_here("jobs.enrich", "--available-now", **env).returncode == 0
     rake = ("p2", "Rake", "garden", Decimal("9.00"), at(5), at(5), None, True, False, 30, None)
-    write_history(spark, local_settings, PRODUCTS, [mug, rake])
+    write_history(spark, local_settings, PRODUCTS, [MUG, rake])
     append_silver(spark, local_settings, second)
     assert run_job_here("jobs.enrich", "--available-now", **env).returncode == 0
 
@@ -69,10 +73,7 @@ def test_kappa_serving_reads_the_active_version_s_revenue_as_far_as_its_last_pas
     live stream; when the version's pins cover events no passed check had read, the live
     stream serves it all, until the version's enrichment has run and been judged again."""
     env = env_of(local_settings, tmp_path)
-    user = ("u1", "new", "DE", at(0), at(0), None, True, False, 10, None)
-    write_history(spark, local_settings, USERS, [user])
-    mug = ("p1", "Mug", "kitchen", Decimal("4.00"), at(0), at(0), None, True, False, 20, None)
-    write_history(spark, local_settings, PRODUCTS, [mug])
+    a_user_and_a_mug(spark, local_settings)
     append_silver(spark, local_settings, [("e1", "p1", 10), ("e2", "p1", 70)])
     assert run_job_here("jobs.enrich", "--available-now", **env).returncode == Exit.OK
     # The version holds an event the live stream does not (it found it late, say).

@@ -59,6 +59,17 @@ def append_silver(
     append_new(rows_frame(spark, rows, target.spark_schema()), target, settings)
 
 
+# User u1 and product p1 (a mug), each one version from minute 0 on.
+U1 = ("u1", "new", "DE", at(0), at(0), None, True, False, 10, None)
+MUG = ("p1", "Mug", "kitchen", Decimal("4.00"), at(0), at(0), None, True, False, 20, None)
+
+
+def a_user_and_a_mug(spark, settings: Settings) -> None:
+    """The history tables holding U1 and MUG alone."""
+    write_history(spark, settings, USERS, [U1])
+    write_history(spark, settings, PRODUCTS, [MUG])
+
+
 def env_of(settings: Settings, tmp_path: Path) -> dict[str, str]:
     return {
         "TRIBUTARY_PROFILE": "local",
@@ -77,18 +88,15 @@ def test_two_runs_enrich_what_silver_holds_and_correct_what_changed_between(
     spark, local_settings: Settings, tmp_path: Path, run_job_here: RunJob
 ) -> None:
     env = env_of(local_settings, tmp_path)
-    user = ("u1", "new", "DE", at(0), at(0), None, True, False, 10, None)
-    write_history(spark, local_settings, USERS, [user])
     append_silver(spark, local_settings, [("e1", "p1", 10), ("e2", "p2", 20)])
-    mug = ("p1", "Mug", "kitchen", Decimal("4.00"), at(0), at(0), None, True, False, 20, None)
-    write_history(spark, local_settings, PRODUCTS, [mug])
+    a_user_and_a_mug(spark, local_settings)
 
     first = run_job_here("jobs.enrich", "--available-now", **env)
     assert first.returncode == 0, first.stderr[-2000:]
     assert categories(spark, local_settings) == {"e1": "kitchen", "e2": None}
 
     rake = ("p2", "Rake", "garden", Decimal("9.00"), at(5), at(5), None, True, False, 30, None)
-    write_history(spark, local_settings, PRODUCTS, [mug, rake])
+    write_history(spark, local_settings, PRODUCTS, [MUG, rake])
     append_silver(spark, local_settings, [("e3", "p2", 30)])
     second = run_job_here("jobs.enrich", "--available-now", **env)
     assert second.returncode == 0, second.stderr[-2000:]
@@ -147,10 +155,7 @@ def test_a_new_checkpoint_is_refused_until_the_tables_are_reset_then_enriches_af
     nothing, until --reset (refused while the stream runs) removes its tables and checkpoint;
     then it enriches silver afresh, to the same rows and revenue."""
     env = env_of(local_settings, tmp_path)
-    user = ("u1", "new", "DE", at(0), at(0), None, True, False, 10, None)
-    write_history(spark, local_settings, USERS, [user])
-    mug = ("p1", "Mug", "kitchen", Decimal("4.00"), at(0), at(0), None, True, False, 20, None)
-    write_history(spark, local_settings, PRODUCTS, [mug])
+    a_user_and_a_mug(spark, local_settings)
     append_silver(spark, local_settings, [("e1", "p1", 10), ("e2", "p1", 20)])
     outputs = EnrichmentOutputs.live()
     owned = (outputs.enriched, outputs.revenue, outputs.pins, outputs.progress)
