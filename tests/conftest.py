@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 # Before any setting is read: this process and everything it starts use the test services.
 test_env.apply()
+# pyspark.testing.assertDataFrameEqual imports pandas-on-Spark, which needs this set before
+# the session's JVM starts (it warns otherwise); our own code never uses pandas-on-Spark.
+os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 RUN_ID = uuid.uuid4().hex[:8]
 
