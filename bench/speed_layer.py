@@ -15,21 +15,23 @@ Steps, all in one process and one SparkSession so the ratios compare like with l
    those four appends through Spark, then (as the speed layer commits them) through delta-rs;
 3. catch-up: run the speed layer (availableNow) over the same topic, once per storage, with
    fresh tables: the highest rate it can sustain is at most this throughput;
-4. sustained: produce at --sustain-rate events/s in real time for --sustain-seconds while the
-   speed layer runs continuously (per --sustain-storage), and report freshness p50/p99 and the
-   lag trend from ops.speed_progress. The first --warm-up-seconds of batches (a new JVM's
-   first batches compile and load classes; a stream that runs for days pays that once) are
-   reported apart from the steady state, and so are the batches that start after the
-   producer stopped (their records age while the stream waits for more). With several rates,
-   each runs on a fresh topic and lakehouse, and the result names the highest rate that met
-   the goal (p99 freshness under 5 s, the lag not growing).
+4. sustained: produce at --sustain-rate events/s in real time (a process of its own) for
+   --sustain-seconds while the speed layer runs continuously (per --sustain-storage), and
+   report freshness p50/p99 and the lag trend from ops.speed_progress. The first
+   --warm-up-seconds of batches (a new JVM's first batches compile and load classes; a stream
+   that runs for days pays that once) are reported apart from the steady state, and so are
+   the batches that start after the producer's last record (their records age while the
+   stream waits for more). With several rates, each runs on a fresh topic and lakehouse, and
+   the result names the highest rate that met the goal (p99 freshness under 5 s, the lag not
+   growing).
 Results are printed and written to bench/results/speed_layer-<timestamp>.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import threading
+import json
+import multiprocessing
 import time
 import uuid
 from collections.abc import Callable
@@ -261,7 +263,9 @@ def sustained(
     query = start_query(spark, settings, OUT, available_now=False)
     cfg = GeneratorConfig(count=int(rate * seconds), seed=11, start=datetime.now(UTC), rate=rate)
     ledger = Path(f"/tmp/tributary-bench/sustained-{uuid.uuid4().hex[:6]}.jsonl")
-    producer = threading.Thread(
+    # A process of its own, as a real producer is: a thread here would share the driver's
+    # interpreter lock with the stream's Python side (foreachBatch, its Arrow and delta-rs work).
+    producer = multiprocessing.get_context("spawn").Process(
         target=produce,
         args=(settings, cfg, ledger),
         kwargs={"realtime": True, "progress_every": 30.0},
@@ -269,14 +273,16 @@ def sustained(
     began = datetime.now(UTC)
     producer.start()
     producer.join()
-    ended = datetime.now(UTC)
+    if producer.exitcode != 0:
+        raise SystemExit(f"the producer exited {producer.exitcode}")
+    ended = last_sent(ledger)
     time.sleep(30)  # let the stream drain what the last seconds produced
     query.stop()
     progress = spark.read.format("delta").load(OUT.progress.path(settings)).toPandas()
     progress = progress.sort_values("batch_id")
     active = progress[progress["input_rows"] > 0]
     warming = active["processed_at"] < (began + timedelta(seconds=warm_up)).replace(tzinfo=None)
-    # A batch that started after the producer stopped holds its last records, which have
+    # A batch that started after the producer's last record holds its last records, which have
     # aged for as long as the batch before it ran: idle time, not the stream's latency.
     batch_began = active["processed_at"] - pd.to_timedelta(active["duration_seconds"], unit="s")
     draining = batch_began > ended.replace(tzinfo=None)
@@ -301,6 +307,15 @@ def sustained(
             sum(lags[len(lags) // 2 :]) / max(1, len(lags) - len(lags) // 2)
         ),
     }
+
+
+def last_sent(ledger: Path) -> datetime:
+    """When the producer's last record was acknowledged (its ledger's last line): the producer
+    process ends later, once it has closed its connections."""
+    with ledger.open() as lines:
+        for line in lines:
+            last = line
+    return datetime.fromtimestamp(json.loads(last)["timestamp_ms"] / 1000, UTC)
 
 
 FRESHNESS_GOAL_SECONDS = 5.0
