@@ -476,9 +476,17 @@ def compact_small_files(
     Files at or above the bound are never read again, so one compaction rewrites at most about
     that much plus what was added since the last one, however old the table is. Readers are
     not disturbed (a new version with the same rows); only the table's writer may call this.
+
+    delta-rs commits it (small_tables.compact): Spark's OPTIMIZE plans for seconds even over a
+    few small files, and a stream's batch waits for its compaction turn. Spark's is the way
+    for a table delta-rs cannot write.
     """
     from delta.tables import DeltaTable
 
+    from lakehouse.core.small_tables import compact
+
+    if compact(settings, table, small_file_bytes):
+        return
     # A session of its own: the setting must not reach other writes, and neither may a MERGE's
     # transaction id reach this commit.
     session = spark.newSession()

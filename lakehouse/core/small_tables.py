@@ -140,3 +140,22 @@ def append_marked(
         ),
     )
     return True
+
+
+def compact(settings: Settings, table: Table, small_file_bytes: int) -> bool:
+    """Rewrite the table's files smaller than `small_file_bytes` into files of up to that size,
+    partition by partition, in one delta-rs commit that changes files, never rows (Delta's
+    OPTIMIZE; a stream reading the table skips it). A file at the bound or above is never
+    read, and one that could only be rewritten alone is left as it is. False, with nothing
+    committed, while the table does not exist or when delta-rs cannot do it (a table feature
+    it does not write, such as column mapping): the caller compacts through Spark then."""
+    from deltalake.exceptions import DeltaError
+
+    delta = _opened(settings, table)
+    if delta is None:
+        return False
+    try:
+        delta.optimize.compact(target_size=small_file_bytes)
+    except DeltaError:
+        return False
+    return True

@@ -72,6 +72,35 @@ def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
     assert large in files
     assert len(files) == 2
     assert spark.read.format("delta").load(path).orderBy("id").collect() == before
+    assert last_commit(spark, path) == ("OPTIMIZE", "delta-rs"), "committed without Spark"
+
+
+def test_a_table_delta_rs_cannot_rewrite_is_compacted_by_spark(spark, local_settings) -> None:
+    """Column mapping: delta-rs refuses to rewrite such a table's files; Spark's OPTIMIZE
+    does, with the same rows."""
+    target = replace(table("speed.late_events"), name="tests.mapped", schema="id bigint")
+    path = target.path(local_settings)
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id bigint) USING delta TBLPROPERTIES "
+        "('delta.columnMapping.mode' = 'name')"
+    )
+    for n in range(3):
+        append_once(spark.range(n, n + 1), target, local_settings, "t", n)
+    assert len(spark.read.format("delta").load(path).inputFiles()) == 3
+
+    compact_small_files(spark, target, local_settings, small_file_bytes=BOUND)
+
+    assert len(spark.read.format("delta").load(path).inputFiles()) == 1
+    assert sorted(r.id for r in spark.read.format("delta").load(path).collect()) == [0, 1, 2]
+    assert last_commit(spark, path) == ("OPTIMIZE", "Apache-Spark")
+
+
+def last_commit(spark, path: str) -> tuple[str, str]:
+    """The operation of the table's last commit, and the engine that made it."""
+    from delta.tables import DeltaTable
+
+    [last] = DeltaTable.forPath(spark, path).history(1).collect()
+    return last["operation"], last["engineInfo"].split("/")[0].split(":")[0]
 
 
 ID = "id bigint"  # the tables of the tests that only count files and rows
