@@ -84,3 +84,16 @@ def batch_engines(spark: SparkSession, table_path: str) -> dict[int, str]:
         for r in history
         if (r["userMetadata"] or "").startswith(MARK_PREFIX)
     }
+
+
+def unmarked_commits(spark: SparkSession, table_path: str) -> list[tuple[str, str]]:
+    """The operation and engine ("delta-rs" or "spark") of each commit no batch marked (a
+    stream's compactions, folds and vacuums), oldest first."""
+    from lakehouse.core.delta_io import MARK_PREFIX
+
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{table_path}`").collect()
+    return [
+        (r["operation"], "delta-rs" if str(r["engineInfo"]).startswith("delta-rs") else "spark")
+        for r in sorted(history, key=lambda r: r["version"])
+        if not (r["userMetadata"] or "").startswith(MARK_PREFIX)
+    ]

@@ -501,6 +501,7 @@ def fold_partials(spark: SparkSession, table: Table, settings: Settings) -> None
     alone (folded already, or written once). Only the table's writer may call this."""
     from pyspark.sql import functions as F
 
+    from lakehouse.core.small_tables import replace_where
     from lakehouse.core.spark import release_local_checkpoint
 
     stored = spark.read.format("delta").load(table.path(settings))
@@ -512,12 +513,19 @@ def fold_partials(spark: SparkSession, table: Table, settings: Settings) -> None
         "(" + " AND ".join(f"{column} = '{value}'" for column, value in partition) + ")"
         for partition in crowded
     )
+    combined = as_read(stored.where(condition), table)
+
+    def arrow(partitioned: tuple[str, ...]) -> pa.Table:
+        return with_layout(conformed(combined, table), table).toArrow()
+
+    # A fold's rows are a few per key and hour: collected, they are committed by delta-rs,
+    # as the stream's partial rows are (Spark plans and commits a write for about a second).
+    if replace_where(settings, table, arrow, condition):
+        return
     # Checkpointed: the rows are read from the files the commit replaces.
-    rows = (
-        as_read(stored.where(condition), table)
-        .repartition(*(F.expr(expression) for _, expression in table.layout_columns))
-        .localCheckpoint()
-    )
+    rows = combined.repartition(
+        *(F.expr(expression) for _, expression in table.layout_columns)
+    ).localCheckpoint()
     try:
         overwrite_where(rows, table, settings, table.writer, condition)
     finally:

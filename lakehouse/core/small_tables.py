@@ -159,3 +159,30 @@ def compact(settings: Settings, table: Table, small_file_bytes: int) -> bool:
     except DeltaError:
         return False
     return True
+
+
+def replace_where(
+    settings: Settings, table: Table, rows: Callable[[tuple[str, ...]], pa.Table], predicate: str
+) -> bool:
+    """Replace the rows of `table` that `predicate` (SQL over its partition columns) matches by
+    `rows(partition columns)`, in one delta-rs commit: Spark's overwrite with replaceWhere.
+    False, with nothing committed, while the table does not exist, its columns are not the
+    rows', or delta-rs cannot write it: the caller writes through Spark then."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from deltalake.exceptions import DeltaError
+
+    delta = _opened(settings, table)
+    if delta is None:
+        return False
+    stored = pa.schema(delta.schema().to_arrow())
+    given = rows(tuple(delta.metadata().partition_columns))
+    if sorted(given.column_names) != sorted(stored.names):
+        return False
+    try:
+        write_deltalake(
+            delta, given.select(stored.names).cast(stored), mode="overwrite", predicate=predicate
+        )
+    except DeltaError:
+        return False
+    return True

@@ -25,7 +25,13 @@ from lakehouse.core.delta_io import (
 )
 from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import table
-from tests.delta_files import age_commits, files_in_use, files_on_disk, replaced_files
+from tests.delta_files import (
+    age_commits,
+    files_in_use,
+    files_on_disk,
+    replaced_files,
+    unmarked_commits,
+)
 from tests.lakehouses import copied, local_lakehouse
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
@@ -72,7 +78,7 @@ def test_compaction_rewrites_the_small_files_and_leaves_the_large_ones_alone(
     assert large in files
     assert len(files) == 2
     assert spark.read.format("delta").load(path).orderBy("id").collect() == before
-    assert last_commit(spark, path) == ("OPTIMIZE", "delta-rs"), "committed without Spark"
+    assert unmarked_commits(spark, path)[-1] == ("OPTIMIZE", "delta-rs"), "committed by delta-rs"
 
 
 def test_a_table_delta_rs_cannot_rewrite_is_compacted_by_spark(spark, local_settings) -> None:
@@ -92,15 +98,7 @@ def test_a_table_delta_rs_cannot_rewrite_is_compacted_by_spark(spark, local_sett
 
     assert len(spark.read.format("delta").load(path).inputFiles()) == 1
     assert sorted(r.id for r in spark.read.format("delta").load(path).collect()) == [0, 1, 2]
-    assert last_commit(spark, path) == ("OPTIMIZE", "Apache-Spark")
-
-
-def last_commit(spark, path: str) -> tuple[str, str]:
-    """The operation of the table's last commit, and the engine that made it."""
-    from delta.tables import DeltaTable
-
-    [last] = DeltaTable.forPath(spark, path).history(1).collect()
-    return last["operation"], last["engineInfo"].split("/")[0].split(":")[0]
+    assert unmarked_commits(spark, path)[-1] == ("OPTIMIZE", "spark")
 
 
 ID = "id bigint"  # the tables of the tests that only count files and rows

@@ -25,7 +25,7 @@ from lakehouse.speed.micro_batch import (
 )
 from lakehouse.speed.seen_events import SeenEvents, held_arrays, seen_in
 from lakehouse.transforms.dedup import as_firsts, conflicting_deliveries
-from tests.delta_files import age_commits, batch_engines, replaced_files
+from tests.delta_files import age_commits, batch_engines, replaced_files, unmarked_commits
 from tests.lakehouses import copied, local_lakehouse, moved_to
 from tests.micro_batches import kafka_records, query_checkpoint
 
@@ -408,6 +408,13 @@ def test_compacting_while_streaming_changes_files_never_rows(spark, streamed: St
     progress = spark.read.format("delta").load(out.progress.path(streamed.looked_after))
     steps = set(progress.where("batch_id = 1").first()["step_seconds"])
     assert {f"compact_{name}" for name in COMPACTED} | {f"vacuum_{n}" for n in VACUUMED} <= steps
+    # Committed by delta-rs: a table's compaction as OPTIMIZE, a view's fold as an overwrite
+    # of its crowded hours.
+    raw = unmarked_commits(spark, out.raw.path(streamed.looked_after))
+    assert ("OPTIMIZE", "delta-rs") in raw, raw
+    for name in VIEW_STEPS:
+        commits = unmarked_commits(spark, getattr(out, name).path(streamed.looked_after))
+        assert ("WRITE", "delta-rs") in commits, (name, commits)
     # A view's compaction folds its partial rows: a row per key, a file per hour. The plain
     # stream, which folded at most one view, keeps a key's rows from both batches.
     for name in VIEW_STEPS:
