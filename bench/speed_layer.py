@@ -15,9 +15,9 @@ Steps, all in one process and one SparkSession so the ratios compare like with l
    those four appends through Spark, then (as the speed layer commits them) through delta-rs;
 3. catch-up: run the speed layer (availableNow) over the same topic, once per storage, with
    fresh tables: the highest rate it can sustain is at most this throughput;
-4. sustained: produce at --sustain-rate events/s in real time (a process of its own) for
-   --sustain-seconds while the speed layer runs continuously (per --sustain-storage), and
-   report freshness p50/p99 and the lag trend from ops.speed_progress. The first
+4. sustained: once the speed layer runs (its first batch done), produce at --sustain-rate
+   events/s in real time (a process of its own) for --sustain-seconds, per --sustain-storage,
+   and report freshness p50/p99 and the lag trend from ops.speed_progress. The first
    --warm-up-seconds of batches (a new JVM's first batches compile and load classes; a stream
    that runs for days pays that once) are reported apart from the steady state, and so are
    the batches that start after the producer's last record (their records age while the
@@ -261,6 +261,12 @@ def sustained(
 
     ensure_topic(settings)
     query = start_query(spark, settings, OUT, available_now=False)
+    # Load arrives at a running stream: its first batch, which creates its tables, comes first.
+    deadline = time.monotonic() + 300
+    while query.lastProgress is None and query.isActive and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if query.lastProgress is None:
+        raise SystemExit(f"the stream ran no batch within 300 s: {query.exception()}")
     cfg = GeneratorConfig(count=int(rate * seconds), seed=11, start=datetime.now(UTC), rate=rate)
     ledger = Path(f"/tmp/tributary-bench/sustained-{uuid.uuid4().hex[:6]}.jsonl")
     # A process of its own, as a real producer is: a thread here would share the driver's
