@@ -120,20 +120,15 @@ def append_marked(
     (app_id, batch_id), as delta_io.append_batch marks Spark's. False, with nothing written,
     while the table does not exist or its columns are not the rows' (an older table a Spark
     append widens): the caller appends through Spark then."""
-    import pyarrow as pa
     from deltalake import CommitProperties, write_deltalake
 
     delta = _opened(settings, table)
-    if delta is None:
-        return False
-    partitioned = tuple(delta.metadata().partition_columns)
-    stored = pa.schema(delta.schema().to_arrow())
-    given = rows(partitioned)
-    if sorted(given.column_names) != sorted(stored.names):
+    given = None if delta is None else _as_stored(delta, rows)
+    if delta is None or given is None:
         return False
     write_deltalake(
         delta,
-        given.select(stored.names).cast(stored),
+        given,
         mode="append",
         commit_properties=CommitProperties(
             custom_metadata={"userMetadata": batch_mark(app_id, batch_id)}
@@ -168,21 +163,27 @@ def replace_where(
     `rows(partition columns)`, in one delta-rs commit: Spark's overwrite with replaceWhere.
     False, with nothing committed, while the table does not exist, its columns are not the
     rows', or delta-rs cannot write it: the caller writes through Spark then."""
-    import pyarrow as pa
     from deltalake import write_deltalake
     from deltalake.exceptions import DeltaError
 
     delta = _opened(settings, table)
-    if delta is None:
-        return False
-    stored = pa.schema(delta.schema().to_arrow())
-    given = rows(tuple(delta.metadata().partition_columns))
-    if sorted(given.column_names) != sorted(stored.names):
+    given = None if delta is None else _as_stored(delta, rows)
+    if delta is None or given is None:
         return False
     try:
-        write_deltalake(
-            delta, given.select(stored.names).cast(stored), mode="overwrite", predicate=predicate
-        )
+        write_deltalake(delta, given, mode="overwrite", predicate=predicate)
     except DeltaError:
         return False
     return True
+
+
+def _as_stored(delta: DeltaTable, rows: Callable[[tuple[str, ...]], pa.Table]) -> pa.Table | None:
+    """`rows(the table's partition columns)` in the table's column order and types; None when
+    their columns are not the table's (an older table a Spark write would widen)."""
+    import pyarrow as pa
+
+    stored = pa.schema(delta.schema().to_arrow())
+    given = rows(tuple(delta.metadata().partition_columns))
+    if sorted(given.column_names) != sorted(stored.names):
+        return None
+    return given.select(stored.names).cast(stored)
