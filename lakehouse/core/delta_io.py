@@ -504,16 +504,11 @@ def fold_partials(spark: SparkSession, table: Table, settings: Settings) -> None
     from lakehouse.core.small_tables import replace_where
     from lakehouse.core.spark import release_local_checkpoint
 
-    stored = spark.read.format("delta").load(table.path(settings))
-    files = Counter(_partition_of(path, table.partition_columns) for path in stored.inputFiles())
-    crowded = sorted(partition for partition, count in files.items() if count > 1)
-    if not crowded:
+    crowded, stored = partitions_to_fold(spark, table, settings)
+    if stored is None:
         return
-    condition = " OR ".join(
-        "(" + " AND ".join(f"{column} = '{value}'" for column, value in partition) + ")"
-        for partition in crowded
-    )
-    combined = as_read(stored.where(condition), table)
+    condition = _partitions_predicate(crowded)
+    combined = as_read(stored, table)
 
     def arrow(partitioned: tuple[str, ...]) -> pa.Table:
         return with_layout(conformed(combined, table), table).toArrow()
@@ -530,6 +525,40 @@ def fold_partials(spark: SparkSession, table: Table, settings: Settings) -> None
         overwrite_where(rows, table, settings, table.writer, condition)
     finally:
         release_local_checkpoint(rows)
+
+
+def partitions_to_fold(
+    spark: SparkSession, table: Table, settings: Settings
+) -> tuple[list[tuple[tuple[str, str], ...]], DataFrame | None]:
+    """The table's partitions of more than one file, and their stored rows (None when there
+    is no such partition). Found from the log by delta-rs, the rows handed to Spark as Arrow:
+    Spark would load the table's snapshot and list its files first, most of a small view's
+    fold. Through Spark when delta-rs cannot say (a partition column not text, or rows
+    whose columns are not the declared ones)."""
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from lakehouse.core.small_tables import crowded_partitions
+
+    found = crowded_partitions(settings, table)
+    declared = table.spark_schema()
+    if found is not None and not found[0]:
+        return [], None
+    if found is not None and sorted(found[1].column_names) == sorted(declared.fieldNames()):
+        rows = found[1].select(declared.fieldNames()).cast(to_arrow_schema(declared))
+        return found[0], spark.createDataFrame(rows, declared)
+    stored = spark.read.format("delta").load(table.path(settings))
+    files = Counter(_partition_of(path, table.partition_columns) for path in stored.inputFiles())
+    crowded = sorted(partition for partition, count in files.items() if count > 1)
+    return crowded, stored.where(_partitions_predicate(crowded)) if crowded else None
+
+
+def _partitions_predicate(partitions: list[tuple[tuple[str, str], ...]]) -> str:
+    """SQL that holds for the rows of any of `partitions` ((column, value) pairs)."""
+    return " OR ".join(
+        "(" + " AND ".join(f"{column} = '{value}'" for column, value in partition) + ")"
+        for partition in partitions
+    )
 
 
 def _partition_of(path: str, columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:

@@ -177,6 +177,39 @@ def replace_where(
     return True
 
 
+# A partition as its (column, value) pairs, the values as the log writes them (text).
+Partition = tuple[tuple[str, str], ...]
+
+
+def crowded_partitions(settings: Settings, table: Table) -> tuple[list[Partition], pa.Table] | None:
+    """The partitions of `table` that hold more than one data file (sorted), and their rows
+    without the layout columns, both from one snapshot and found from the log, so no folder is
+    listed. None while the table does not exist, is not partitioned, or has a partition column
+    that is not text or holds a null: the caller lists through Spark then."""
+    import pyarrow as pa
+
+    delta = _opened(settings, table)
+    if delta is None:
+        return None
+    columns = tuple(delta.metadata().partition_columns)
+    if not columns:
+        return None
+    adds = pa.table(delta.get_add_actions(flatten=True))
+    values = [adds[f"partition.{c}"] for c in columns]
+    if any(not pa.types.is_string(v.type) or v.null_count for v in values):
+        return None
+    files: dict[Partition, int] = {}
+    for row in zip(*(v.to_pylist() for v in values), strict=True):
+        key = tuple(zip(columns, row, strict=True))
+        files[key] = files.get(key, 0) + 1
+    crowded = sorted(p for p, count in files.items() if count > 1)
+    if not crowded:
+        return crowded, pa.table({})
+    # Disjunctive normal form: a partition's pairs AND-ed, the partitions OR-ed.
+    rows = delta.to_pyarrow_table(filters=[[(c, "=", v) for c, v in p] for p in crowded])
+    return crowded, rows.drop_columns([n for n in table.layout_names if n in rows.column_names])
+
+
 def _as_stored(delta: DeltaTable, rows: Callable[[tuple[str, ...]], pa.Table]) -> pa.Table | None:
     """`rows(the table's partition columns)` in the table's column order and types; None when
     their columns are not the table's (an older table a Spark write would widen)."""

@@ -369,3 +369,79 @@ def test_an_append_is_made_once_per_writer_and_batch_whichever_way_it_was_made(
     append(6, "a", 6)
 
     assert notes() == ["a:0", "a:1", "a:5", "a:6", "b:0"]
+
+
+FOLDED = replace(table("speed.event_counts_1m"), name="tests.folded_counts")
+
+
+def write_counts(spark, target, settings, batches: list[tuple[int, int]]) -> None:
+    """A micro-batch's partial rows per (hour, events): an append each, as the stream makes."""
+    from datetime import UTC, timedelta
+    from decimal import Decimal
+
+    from lakehouse.core.delta_io import append_small_batch
+
+    for batch_id, (hour, events) in enumerate(batches):
+        at = datetime(2026, 3, 1, hour, 10, tzinfo=UTC)
+        row = (at, at + timedelta(minutes=1), "click", events, Decimal("1.50"))
+        frame = rows_frame(spark, [row], target.spark_schema())
+        append_small_batch(frame, target, settings, "tests:fold", batch_id, True)
+
+
+def test_a_fold_finds_its_crowded_hours_in_the_log_and_combines_each_into_one_file(
+    spark, local_settings
+) -> None:
+    """Hour 09 written in three micro-batches, hour 10 in one: the fold finds hour 09 crowded
+    from the log and reads only its rows (no Spark scan of the table), commits their
+    combination through delta-rs as one file, and leaves hour 10's file as it was. Readers
+    read the same rows before and after."""
+    from lakehouse.core.delta_io import fold_partials, partitions_to_fold
+    from lakehouse.core.small_tables import crowded_partitions
+
+    path = FOLDED.path(local_settings)
+    write_counts(spark, FOLDED, local_settings, [(9, 1), (9, 2), (10, 5), (9, 4)])
+    hour_10 = {f for f in files_in_use(spark, path) if "window_hour=2026-03-01T10" in f}
+    before = read_table(spark, FOLDED, local_settings).collect()
+
+    found = crowded_partitions(local_settings, FOLDED)
+    assert found is not None
+    crowded, rows = found
+    assert crowded == [(("window_hour", "2026-03-01T09"),)]
+    assert sorted(rows.column("events").to_pylist()) == [1, 2, 4]
+    assert "window_hour" not in rows.column_names
+    _, stored = partitions_to_fold(spark, FOLDED, local_settings)
+    assert stored is not None and stored.inputFiles() == []
+
+    fold_partials(spark, FOLDED, local_settings)
+    assert unmarked_commits(spark, path)[-1] == ("WRITE", "delta-rs")
+    assert sorted(read_table(spark, FOLDED, local_settings).collect()) == sorted(before)
+    assert [r["events"] for r in before if r["window_start"].hour == 9] == [7]
+    in_use = files_in_use(spark, path)
+    assert len(in_use) == 2 and hour_10 < in_use
+    assert crowded_partitions(local_settings, FOLDED)[0] == []  # type: ignore[index]
+    fold_partials(spark, FOLDED, local_settings)  # nothing crowded: no commit
+    assert unmarked_commits(spark, path)[-1] == ("WRITE", "delta-rs")
+    assert len(unmarked_commits(spark, path)) == 1
+
+
+def test_a_table_partitioned_by_a_column_not_text_is_folded_through_spark(
+    spark, local_settings
+) -> None:
+    """A partition value the log keeps typed (here a date) is not compared as text: Spark
+    lists and reads the crowded partitions, and the fold still combines each into one file."""
+    from lakehouse.core.delta_io import fold_partials, partitions_to_fold
+    from lakehouse.core.small_tables import crowded_partitions
+
+    by_day = replace(
+        FOLDED, name="tests.folded_by_day", layout_columns=(("day", "to_date(window_start)"),)
+    )
+    path = by_day.path(local_settings)
+    write_counts(spark, by_day, local_settings, [(9, 1), (10, 2), (11, 4)])
+    before = read_table(spark, by_day, local_settings).collect()
+
+    assert crowded_partitions(local_settings, by_day) is None
+    _, stored = partitions_to_fold(spark, by_day, local_settings)
+    assert stored is not None and stored.inputFiles()
+    fold_partials(spark, by_day, local_settings)
+    assert sorted(read_table(spark, by_day, local_settings).collect()) == sorted(before)
+    assert len(files_in_use(spark, path)) == 1
