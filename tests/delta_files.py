@@ -3,11 +3,18 @@ version replaced, which only a vacuum deletes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lakehouse.core.tables import Table, table
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from lakehouse.core.config import Settings
 
 
 def files_on_disk(table_path: str) -> set[str]:
@@ -97,3 +104,22 @@ def unmarked_commits(spark: SparkSession, table_path: str) -> list[tuple[str, st
         for r in sorted(history, key=lambda r: r["version"])
         if not (r["userMetadata"] or "").startswith(MARK_PREFIX)
     ]
+
+
+# A view's table of partial rows (Table.partials_of), partitioned by hour, for the folds' tests.
+FOLDED = replace(table("speed.event_counts_1m"), name="tests.folded_counts")
+
+
+def write_partial_counts(
+    spark: SparkSession, target: Table, settings: Settings, batches: list[tuple[int, int]]
+) -> None:
+    """A micro-batch's partial rows of FOLDED's view per (hour, events): an append each, as
+    the stream makes them (2026-03-01, one click row a batch)."""
+    from lakehouse.core.delta_io import append_small_batch
+    from lakehouse.core.frames import rows_frame
+
+    for batch_id, (hour, events) in enumerate(batches):
+        at = datetime(2026, 3, 1, hour, 10, tzinfo=UTC)
+        row = (at, at + timedelta(minutes=1), "click", events, Decimal("1.50"))
+        frame = rows_frame(spark, [row], target.spark_schema())
+        append_small_batch(frame, target, settings, "tests:fold", batch_id, True)

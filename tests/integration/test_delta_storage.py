@@ -100,6 +100,29 @@ def test_a_stream_s_few_rows_reach_minio_through_delta_rs(
     assert [(r["batch_id"], r["versions"]) for r in stored] == [(n, {"users": 1}) for n in (0, 1)]
 
 
+def test_a_view_s_crowded_hour_is_folded_on_minio_through_delta_rs(
+    spark: SparkSession, minio_settings: Settings, minio_up: str
+) -> None:
+    """The fold (delta_io.fold_partials) on S3 as on local disk: delta-rs finds the hour of
+    several files in the table's log and reads its rows (Spark scans no file of the table),
+    and commits their combination; Spark reads the same rows after, the hour in one file."""
+    from lakehouse.core.delta_io import fold_partials, partitions_to_fold
+    from lakehouse.core.small_tables import crowded_partitions
+    from tests.delta_files import FOLDED, unmarked_commits, write_partial_counts
+
+    target = replace(FOLDED, name="tests.minio_folded")
+    write_partial_counts(spark, target, minio_settings, [(9, 1), (9, 2), (10, 5)])
+    before = sorted(read_table(spark, target, minio_settings).collect())
+    crowded, stored = partitions_to_fold(spark, target, minio_settings)
+    assert crowded == [(("window_hour", "2026-03-01T09"),)]
+    assert stored is not None and stored.inputFiles() == []
+
+    fold_partials(spark, target, minio_settings)
+    assert unmarked_commits(spark, target.path(minio_settings))[-1] == ("WRITE", "delta-rs")
+    assert sorted(read_table(spark, target, minio_settings).collect()) == before
+    assert crowded_partitions(minio_settings, target)[0] == []  # type: ignore[index]
+
+
 def test_unknown_table_names_the_known_ones() -> None:
     from lakehouse.core.tables import UnknownTableError, table
 

@@ -26,11 +26,13 @@ from lakehouse.core.delta_io import (
 from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import table
 from tests.delta_files import (
+    FOLDED,
     age_commits,
     files_in_use,
     files_on_disk,
     replaced_files,
     unmarked_commits,
+    write_partial_counts,
 )
 from tests.lakehouses import copied, local_lakehouse
 
@@ -371,23 +373,6 @@ def test_an_append_is_made_once_per_writer_and_batch_whichever_way_it_was_made(
     assert notes() == ["a:0", "a:1", "a:5", "a:6", "b:0"]
 
 
-FOLDED = replace(table("speed.event_counts_1m"), name="tests.folded_counts")
-
-
-def write_counts(spark, target, settings, batches: list[tuple[int, int]]) -> None:
-    """A micro-batch's partial rows per (hour, events): an append each, as the stream makes."""
-    from datetime import UTC, timedelta
-    from decimal import Decimal
-
-    from lakehouse.core.delta_io import append_small_batch
-
-    for batch_id, (hour, events) in enumerate(batches):
-        at = datetime(2026, 3, 1, hour, 10, tzinfo=UTC)
-        row = (at, at + timedelta(minutes=1), "click", events, Decimal("1.50"))
-        frame = rows_frame(spark, [row], target.spark_schema())
-        append_small_batch(frame, target, settings, "tests:fold", batch_id, True)
-
-
 def test_a_fold_finds_its_crowded_hours_in_the_log_and_combines_each_into_one_file(
     spark, local_settings
 ) -> None:
@@ -399,7 +384,7 @@ def test_a_fold_finds_its_crowded_hours_in_the_log_and_combines_each_into_one_fi
     from lakehouse.core.small_tables import crowded_partitions
 
     path = FOLDED.path(local_settings)
-    write_counts(spark, FOLDED, local_settings, [(9, 1), (9, 2), (10, 5), (9, 4)])
+    write_partial_counts(spark, FOLDED, local_settings, [(9, 1), (9, 2), (10, 5), (9, 4)])
     hour_10 = {f for f in files_in_use(spark, path) if "window_hour=2026-03-01T10" in f}
     before = read_table(spark, FOLDED, local_settings).collect()
 
@@ -436,7 +421,7 @@ def test_a_table_partitioned_by_a_column_not_text_is_folded_through_spark(
         FOLDED, name="tests.folded_by_day", layout_columns=(("day", "to_date(window_start)"),)
     )
     path = by_day.path(local_settings)
-    write_counts(spark, by_day, local_settings, [(9, 1), (10, 2), (11, 4)])
+    write_partial_counts(spark, by_day, local_settings, [(9, 1), (10, 2), (11, 4)])
     before = read_table(spark, by_day, local_settings).collect()
 
     assert crowded_partitions(local_settings, by_day) is None
