@@ -40,10 +40,10 @@ from lakehouse.core.delta_io import (
     retention_keeping,
     stored_layout,
     table_exists,
-    table_version,
     vacuum_replaced_files,
 )
 from lakehouse.core.frames import rows_frame
+from lakehouse.core.small_tables import table_version as latest_version
 from lakehouse.core.spark import interpreted_projections, release_local_checkpoint
 from lakehouse.core.tables import REPLAY, SPEED, Table, table
 from lakehouse.core.times import from_micros
@@ -674,7 +674,9 @@ class MicroBatchProcessor:
             "watermark_micros": next_wm,
             "newest_event_micros": newest,
             "freshness_seconds": (now.timestamp() * 1e6 - newest) / 1e6 if newest else None,
-            "silver_version": table_version(spark, self.outputs.silver, self.settings),
+            # From the log by delta-rs (the version Spark reads too): no Spark job at the
+            # end of every batch.
+            "silver_version": latest_version(self.settings, self.outputs.silver),
             "offsets": offsets,
             "kafka_lag": lag,
             "total_lag": sum(lag.values()) if lag is not None else None,
