@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from lakehouse.core.small_tables import Partition
+
 
 def read_kafka_stream(
     spark: SparkSession,
@@ -529,31 +531,32 @@ def fold_partials(spark: SparkSession, table: Table, settings: Settings) -> None
 
 def partitions_to_fold(
     spark: SparkSession, table: Table, settings: Settings
-) -> tuple[list[tuple[tuple[str, str], ...]], DataFrame | None]:
+) -> tuple[list[Partition], DataFrame | None]:
     """The table's partitions of more than one file, and their stored rows (None when there
     is no such partition). Found from the log by delta-rs, the rows handed to Spark as Arrow:
     Spark would load the table's snapshot and list its files first, most of a small view's
     fold. Through Spark when delta-rs cannot say (a partition column not text, or rows
     whose columns are not the declared ones)."""
-
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from lakehouse.core.small_tables import crowded_partitions
 
     found = crowded_partitions(settings, table)
-    declared = table.spark_schema()
-    if found is not None and not found[0]:
-        return [], None
-    if found is not None and sorted(found[1].column_names) == sorted(declared.fieldNames()):
-        rows = found[1].select(declared.fieldNames()).cast(to_arrow_schema(declared))
-        return found[0], spark.createDataFrame(rows, declared)
+    if found is not None:
+        crowded, rows = found
+        if not crowded:
+            return [], None
+        declared = table.spark_schema()
+        if sorted(rows.column_names) == sorted(declared.fieldNames()):
+            rows = rows.select(declared.fieldNames()).cast(to_arrow_schema(declared))
+            return crowded, spark.createDataFrame(rows, declared)
     stored = spark.read.format("delta").load(table.path(settings))
     files = Counter(_partition_of(path, table.partition_columns) for path in stored.inputFiles())
     crowded = sorted(partition for partition, count in files.items() if count > 1)
     return crowded, stored.where(_partitions_predicate(crowded)) if crowded else None
 
 
-def _partitions_predicate(partitions: list[tuple[tuple[str, str], ...]]) -> str:
+def _partitions_predicate(partitions: list[Partition]) -> str:
     """SQL that holds for the rows of any of `partitions` ((column, value) pairs)."""
     return " OR ".join(
         "(" + " AND ".join(f"{column} = '{value}'" for column, value in partition) + ")"
@@ -561,7 +564,7 @@ def _partitions_predicate(partitions: list[tuple[tuple[str, str], ...]]) -> str:
     )
 
 
-def _partition_of(path: str, columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def _partition_of(path: str, columns: tuple[str, ...]) -> Partition:
     """(column, value) of a data file's partition, from its path (.../window_hour=.../x.parquet)."""
     from urllib.parse import unquote
 

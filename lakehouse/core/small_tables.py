@@ -12,6 +12,7 @@ one Spark would make: same schema, partitions and batch mark, readable by both.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -198,10 +199,10 @@ def crowded_partitions(settings: Settings, table: Table) -> tuple[list[Partition
     values = [adds[f"partition.{c}"] for c in columns]
     if any(not pa.types.is_string(v.type) or v.null_count for v in values):
         return None
-    files: dict[Partition, int] = {}
-    for row in zip(*(v.to_pylist() for v in values), strict=True):
-        key = tuple(zip(columns, row, strict=True))
-        files[key] = files.get(key, 0) + 1
+    files = Counter(
+        tuple(zip(columns, row, strict=True))
+        for row in zip(*(v.to_pylist() for v in values), strict=True)
+    )
     crowded = sorted(p for p, count in files.items() if count > 1)
     if not crowded:
         return crowded, pa.table({})
