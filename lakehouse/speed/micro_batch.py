@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pyspark.sql import functions as F
 
 from lakehouse.core.checkpoints import checkpoint_query_id
@@ -66,9 +67,9 @@ from lakehouse.transforms.lateness import (
     PartitionMarks,
     WatermarkRule,
     late_events,
+    marks_of_arrays,
     next_watermark,
     on_time_events,
-    partition_marks,
     watermark_column,
 )
 from lakehouse.transforms.parse import parse_events
@@ -250,8 +251,11 @@ class BatchStats:
         return self.input_rows - self.quarantined - self.new_events
 
 
-def batch_stats(checked: DataFrame, new: DataFrame, wm: int | None, keep: int) -> BatchStats:
-    """Small aggregations that every later decision and the progress row share."""
+def batch_stats(
+    checked: DataFrame, new: dict[str, np.ndarray], wm: int | None, keep: int
+) -> BatchStats:
+    """Small aggregations that every later decision and the progress row share; `new` is the
+    batch's new events as collected to the driver (`new_event_arrays`)."""
     per_partition = (
         checked.groupBy("partition")
         .agg(
@@ -265,22 +269,29 @@ def batch_stats(checked: DataFrame, new: DataFrame, wm: int | None, keep: int) -
         )
         .collect()
     )
-    on_time = F.lit(True) if wm is None else F.col("event_time") >= watermark_column(wm)
-    fresh = new.agg(
-        F.count("*").alias("new"),
-        F.sum((~on_time).cast("long")).alias("late"),
-        F.max(F.when(on_time, F.unix_micros("event_time"))).alias("newest"),
-    ).first()
-    assert fresh is not None
+    times = new["event_time"]
+    on_time = np.full(len(times), True) if wm is None else times >= wm
     return BatchStats(
         input_rows=sum(int(r["rows"]) for r in per_partition),
         quarantined=sum(int(r["quarantined"] or 0) for r in per_partition),
-        new_events=int(fresh["new"]),
-        late_events=int(fresh["late"] or 0),
-        newest_on_time=fresh["newest"],
+        new_events=len(times),
+        late_events=int(np.count_nonzero(~on_time)),
+        newest_on_time=int(times[on_time].max()) if on_time.any() else None,
         input_bytes=sum(int(r["bytes"] or 0) for r in per_partition),
         next_offsets={int(r["partition"]): int(r["last"]) + 1 for r in per_partition},
-        marks=partition_marks(new, keep, counted=on_time),
+        marks=marks_of_arrays(new["kafka_partition"], times, new["kafka_timestamp"], on_time, keep),
+    )
+
+
+def new_event_arrays(new: DataFrame) -> dict[str, np.ndarray]:
+    """The batch's new events on the driver, in one job: what the seen-events index keeps
+    (HELD) and what the batch's stats and watermark marks need (times in micros). Both are a
+    few numbers per event, bounded as the index itself is."""
+    return held_arrays(
+        new,
+        kafka_partition=F.col("kafka_partition"),
+        event_time=F.unix_micros("event_time"),
+        kafka_timestamp=F.unix_micros("kafka_timestamp"),
     )
 
 
@@ -407,7 +418,7 @@ class MicroBatchProcessor:
                 # would invalidate a cache of it and recompute the dedup for every later use.
                 new = dedup.new.localCheckpoint()
                 firsts = dedup.earlier.localCheckpoint()
-                added = held_arrays(new)
+                added = new_event_arrays(new)
             wm = pinned.watermark_micros
             flagged = new.withColumn(
                 "arrived_late",
@@ -418,7 +429,7 @@ class MicroBatchProcessor:
             )
             on_time = on_time_events(new, wm)
             with steps("stats"):
-                stats = batch_stats(checked, new, wm, self.watermark_rule.support_events)
+                stats = batch_stats(checked, added, wm, self.watermark_rule.support_events)
                 conflicts = None
                 if stats.duplicates:
                     conflicts = conflicting_deliveries(

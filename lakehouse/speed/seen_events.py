@@ -55,10 +55,12 @@ def held_columns() -> list[Column]:
     ]
 
 
-def held_arrays(rows: DataFrame) -> dict[str, np.ndarray]:
-    """`rows` (an accepted event's columns) as HELD arrays, collected to the driver."""
-    table: pa.Table = rows.select(*held_columns()).toArrow()
-    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in HELD}
+def held_arrays(rows: DataFrame, **extra: Column) -> dict[str, np.ndarray]:
+    """`rows` (an accepted event's columns) as HELD arrays, and the `extra` columns under
+    their names, collected to the driver in one job."""
+    named = [c.alias(name) for name, c in extra.items()]
+    table: pa.Table = rows.select(*held_columns(), *named).toArrow()
+    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in (*HELD, *extra)}
 
 
 def position_of(position: int) -> tuple[int, int]:

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -129,6 +130,21 @@ def partition_marks(events: DataFrame, keep: int, counted: Column | None = None)
     return PartitionMarks(
         {int(r["kafka_partition"]): list(r["times"]) for r in top},
         {int(r["kafka_partition"]): int(r["at"]) for r in arrivals},
+    )
+
+
+def marks_of_arrays(
+    partitions: np.ndarray, times: np.ndarray, arrivals: np.ndarray, counted: np.ndarray, keep: int
+) -> PartitionMarks:
+    """`partition_marks` of events already on the driver, one array element per event: their
+    Kafka partition, event time and Kafka timestamp (micros), and whether each is counted."""
+    events = {}
+    for p in np.unique(partitions[counted]).tolist():
+        newest_first = -np.sort(-times[counted & (partitions == p)])
+        events[int(p)] = newest_first[:keep].tolist()
+    return PartitionMarks(
+        events,
+        {int(p): int(arrivals[partitions == p].max()) for p in np.unique(partitions).tolist()},
     )
 
 

@@ -8,6 +8,7 @@ from lakehouse.transforms.lateness import (
     WatermarkRule,
     advance_watermark,
     late_events,
+    marks_of_arrays,
     next_watermark,
     on_time_events,
     partition_marks,
@@ -110,3 +111,27 @@ def test_marks_keep_each_partition_s_newest_counted_events_and_newest_arrival(sp
     got = partition_marks(events, keep=2, counted=counted)
     assert got.events == {0: [micros("10:00:05"), micros("10:00:03")], 1: [micros("10:00:01")]}
     assert got.arrivals == {0: micros("10:00:09"), 1: micros("10:00:02")}
+
+    # The same marks from the events collected to the driver, as a micro-batch takes them.
+    on_driver = events.select(
+        "kafka_partition",
+        F.unix_micros("event_time").alias("t"),
+        F.unix_micros("kafka_timestamp").alias("at"),
+        counted.alias("counted"),
+    ).toPandas()
+    arrays = [on_driver[c].to_numpy() for c in ("kafka_partition", "t", "at", "counted")]
+    assert marks_of_arrays(*arrays, keep=2) == got
+
+
+def test_marks_of_arrays_keep_ties_and_leave_out_a_partition_with_nothing_counted() -> None:
+    import numpy as np
+
+    partitions = np.array([3, 3, 3, 3, 5])
+    times = np.array(
+        [micros(t) for t in ("10:00:01", "10:00:02", "10:00:02", "10:00:00", "10:00:09")]
+    )
+    arrivals = np.array([micros("10:01:00")] * 4 + [micros("10:02:00")])
+    counted = np.array([True, True, True, True, False])
+    got = marks_of_arrays(partitions, times, arrivals, counted, keep=3)
+    assert got.events == {3: [micros("10:00:02"), micros("10:00:02"), micros("10:00:01")]}
+    assert got.arrivals == {3: micros("10:01:00"), 5: micros("10:02:00")}
