@@ -409,15 +409,14 @@ class MicroBatchProcessor:
         checked = checked.persist()
         raw = checked.select(*RAW_COLUMNS)
         new: DataFrame | None = None
-        firsts: DataFrame | None = None
         try:
             with steps("dedup"):
                 accepted = accepted_events(checked)
                 dedup = self.new_events(spark, accepted, pinned)
-                # Checkpointed, not cached: `new` reads silver, and appending to silver below
-                # would invalidate a cache of it and recompute the dedup for every later use.
+                # Computed once: every write below reads it. (The first deliveries silver
+                # holds are rows from the driver, or none: nothing to compute again.)
                 new = dedup.new.localCheckpoint()
-                firsts = dedup.earlier.localCheckpoint()
+                firsts = dedup.earlier
                 added = new_event_arrays(new)
             wm = pinned.watermark_micros
             flagged = new.withColumn(
@@ -515,9 +514,8 @@ class MicroBatchProcessor:
             self.seen.add(added, row["silver_version"])
         finally:
             checked.unpersist()
-            for frame in (new, firsts):
-                if frame is not None:
-                    release_local_checkpoint(frame)
+            if new is not None:
+                release_local_checkpoint(new)
 
     def turns(self, batch_id: int, names: tuple[str, ...], every: int) -> list[str]:
         """Of the output tables `names` (SpeedOutputs fields), those whose turn is this batch:
