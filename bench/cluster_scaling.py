@@ -309,7 +309,7 @@ def run_job(
 
 def speed_catch_up(env: dict[str, str], folder: Path, watch: JobWatch) -> dict[str, Any]:
     from lakehouse.core.small_tables import table_rows
-    from lakehouse.speed.micro_batch import SpeedOutputs
+    from lakehouse.speed.outputs import SpeedOutputs
 
     stop_file = folder / "speed_layer.stop"  # not the shared default one
     args = ["--available-now", "--stop-file", str(stop_file)]

@@ -27,7 +27,9 @@ from bench.report import save_results
 from bench.speed_layer import bench_settings
 from lakehouse.core.delta_io import append_once, table_version
 from lakehouse.speed import seen_events
-from lakehouse.speed.micro_batch import MicroBatchProcessor, PinnedState, SpeedOutputs
+from lakehouse.speed.batch_state import PinnedState
+from lakehouse.speed.micro_batch import MicroBatchProcessor
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.speed.seen_events import seen_in
 
 DAYS = 10

@@ -30,7 +30,8 @@ from urllib.parse import unquote
 from bench.report import save_results
 from bench.speed_layer import bench_settings
 from bench.synthetic import event_json, event_type, page
-from lakehouse.speed.micro_batch import MicroBatchProcessor, SpeedOutputs
+from lakehouse.speed.micro_batch import MicroBatchProcessor
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.transforms.views import VIEWS
 
 OUT = SpeedOutputs.live()

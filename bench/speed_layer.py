@@ -45,7 +45,7 @@ from bench.synthetic import event_json, event_type, page
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.kafka_io import ensure_topic
 from lakehouse.core.spark import get_spark
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 
 OUT = SpeedOutputs.live()
 

@@ -27,7 +27,7 @@ from lakehouse.ops.demo_cdc import CdcReport, run_cdc_demo
 from lakehouse.ops.demo_joins import JoinsReport, run_joins_demo
 from lakehouse.speed import stream
 from lakehouse.speed.accounting import Accounting, account, quarantine_reasons
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession

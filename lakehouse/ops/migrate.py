@@ -87,7 +87,7 @@ def tables_to_migrate(spark: SparkSession, settings: Settings) -> list[Table]:
 def tables_named(names: Sequence[str]) -> list[Table]:
     """The tables `names` ask for: bronze.events_raw, bronze.quarantine or
     replay_<version>.quarantine (MigrationRefused for any other)."""
-    from lakehouse.speed.micro_batch import SpeedOutputs
+    from lakehouse.speed.outputs import SpeedOutputs
 
     found = []
     for name in names:

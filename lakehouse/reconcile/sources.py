@@ -33,7 +33,7 @@ from lakehouse.core.tables import Table, table
 from lakehouse.core.times import EPOCH, from_micros, to_micros
 from lakehouse.reconcile.compare import ROWS_FROM, ROWS_TO, Missing, Range
 from lakehouse.serving.serve import RunCoverage, coverage_of, merge_ranges
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.transforms.views import VIEWS, View
 
 if TYPE_CHECKING:

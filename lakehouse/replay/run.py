@@ -47,7 +47,7 @@ from lakehouse.replay.versions import (
     record_version_event,
     unserved_note,
 )
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.speed.stream import (
     QueryFailedError,
     StopRequest,

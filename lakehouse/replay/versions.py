@@ -31,7 +31,7 @@ from lakehouse.core.small_tables import table_rows, table_version
 from lakehouse.core.tables import Table, table
 from lakehouse.core.times import from_micros, to_micros
 from lakehouse.replay.plan import ReplayPlan
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.transforms.views import VIEWS
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from lakehouse.transforms.views import VIEWS, View, view
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from lakehouse.speed.micro_batch import SpeedOutputs
+    from lakehouse.speed.outputs import SpeedOutputs
 
 RUNS = table("ops.batch_runs")
 # The click-stream views, and the enrichment's revenue view (lakehouse.joins), each served

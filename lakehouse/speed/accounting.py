@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakehouse.core.config import Settings
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -25,7 +25,8 @@ from lakehouse.core.spark import get_spark
 from lakehouse.core.storage import ensure_bucket
 from lakehouse.core.stream_outputs import check_own_outputs, replay_again
 from lakehouse.ops.migrate import require_bytes
-from lakehouse.speed.micro_batch import KeptVersions, MicroBatchProcessor, SpeedOutputs
+from lakehouse.speed.micro_batch import KeptVersions, MicroBatchProcessor
+from lakehouse.speed.outputs import SpeedOutputs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

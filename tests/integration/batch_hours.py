@@ -28,7 +28,7 @@ from lakehouse.generator.clickstream import (
     produce,
     read_ledger,
 )
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.speed.stream import start_query
 from lakehouse.speed.supervisor import SpeedLayerSupervisor
 from tests.integration import airflow_client as af

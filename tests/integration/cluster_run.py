@@ -26,7 +26,7 @@ from lakehouse.core.config import get_settings
 from lakehouse.core.delta_io import read_table
 from lakehouse.core.spark import get_spark
 from lakehouse.core.tables import Table, table
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.transforms.views import VIEWS
 from tests.integration.service_json import read_json
 

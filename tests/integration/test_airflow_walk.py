@@ -29,7 +29,7 @@ from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.tables import VERSIONS
 from lakehouse.generator.clickstream import generate_events
 from lakehouse.replay.versions import active_version, list_versions
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.speed.stream import start_query
 from tests.integration import airflow_client as af
 from tests.integration.browser import (

@@ -23,7 +23,7 @@ from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.tables import REPLAY, Table, table
 from lakehouse.ops.maintenance import maintain, tables_to_maintain
 from lakehouse.replay.versions import record_version_event, switch_pointer, table_versions
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 from tests.jobs_in_process import RunJob
 
 if TYPE_CHECKING:

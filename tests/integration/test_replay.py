@@ -39,7 +39,8 @@ from lakehouse.replay.versions import (
     served_tables,
 )
 from lakehouse.serving.serve import serve
-from lakehouse.speed.micro_batch import MicroBatchProcessor, SpeedOutputs
+from lakehouse.speed.micro_batch import MicroBatchProcessor
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.speed.stream import start_query
 from lakehouse.transforms.dedup import DEDUP_COLUMNS
 from lakehouse.transforms.views import VIEWS

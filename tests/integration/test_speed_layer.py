@@ -16,7 +16,7 @@ from lakehouse.generator.clickstream import (
     produce,
     read_ledger,
 )
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.speed.stream import start_query
 from tests.conftest import new_topic
 from tests.integration import speed_checks as expect

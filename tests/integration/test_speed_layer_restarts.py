@@ -23,7 +23,8 @@ from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings, load_settings
 from lakehouse.generator.clickstream import GeneratorConfig, preset_config, produce
-from lakehouse.speed.micro_batch import VACUUMED, SpeedOutputs
+from lakehouse.speed.micro_batch import VACUUMED
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.speed.stream import start_query
 from tests.conftest import new_topic
 from tests.delta_files import WALL_CLOCK, commits

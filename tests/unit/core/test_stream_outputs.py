@@ -94,7 +94,7 @@ def _streams():
     """(start, progress table, app id prefix, the output named, what the message says to do)."""
     from lakehouse.cdc.changelog import PROGRESS as CDC_PROGRESS
     from lakehouse.commerce.outputs import CommerceOutputs
-    from lakehouse.speed.micro_batch import SpeedOutputs
+    from lakehouse.speed.outputs import SpeedOutputs
 
     again = "(`python -m jobs.versions remove v7`) and replay it"
     live, replay = SpeedOutputs.live(), SpeedOutputs.replay("v7")

@@ -10,7 +10,7 @@ import pytest
 from lakehouse.cdc.shop import CAPTURED
 from lakehouse.core.delta_io import SchemaMismatchError, append_once
 from lakehouse.core.tables import CDC, COMMERCE, ENRICH, JOINS, SPEED, TABLES, Table, table
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 
 
 def one_row(spark, target: Table, **sql_values: str):

@@ -14,7 +14,8 @@ from lakehouse.generator.clickstream import (
     generate_records,
     preset_config,
 )
-from lakehouse.speed.micro_batch import MicroBatchProcessor, SpeedOutputs
+from lakehouse.speed.micro_batch import MicroBatchProcessor
+from lakehouse.speed.outputs import SpeedOutputs
 from tests.delta_rs import read_every_table
 from tests.micro_batches import query_checkpoint
 

@@ -22,7 +22,7 @@ from lakehouse.joins.enrichment import ROW_COLUMNS, latest_rows
 from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.replay.versions import switch_pointer, table_versions
 from lakehouse.serving.serve import serve
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.transforms.enrichment import combine_revenue
 from tests.jobs_in_process import RunJob
 from tests.unit.joins.test_stream import (

@@ -10,7 +10,7 @@ from lakehouse.core.delta_io import append_once, small_frame
 from lakehouse.ops.overview import QUALITY_RUNS, RECONCILIATIONS, overview
 from lakehouse.ops.overview_page import render_overview
 from lakehouse.replay.versions import record_version_event, switch_pointer
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 
 LINKS = {"promote": "p", "rollback": "r", "replay": "k", "dq": "dq/"}
 AT = datetime(2026, 3, 1, 12, tzinfo=UTC)

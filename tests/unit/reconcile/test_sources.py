@@ -23,7 +23,7 @@ from lakehouse.reconcile.sources import (
     speed_source,
     stream_source,
 )
-from lakehouse.speed.micro_batch import SpeedOutputs
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.transforms.views import VIEWS
 from tests.unit.reconcile.conftest import Events, at
 

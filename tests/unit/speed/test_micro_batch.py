@@ -15,14 +15,9 @@ from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_once, read_table, read_table_at, table_version
 from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import table
-from lakehouse.speed.micro_batch import (
-    COMPACTED,
-    VACUUMED,
-    VIEW_STEPS,
-    MicroBatchProcessor,
-    PinnedState,
-    SpeedOutputs,
-)
+from lakehouse.speed.batch_state import PinnedState
+from lakehouse.speed.micro_batch import COMPACTED, VACUUMED, VIEW_STEPS, MicroBatchProcessor
+from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.speed.seen_events import SeenEvents, held_arrays, seen_in
 from lakehouse.transforms.dedup import as_firsts, conflicting_deliveries
 from tests.delta_files import age_commits, batch_engines, replaced_files, unmarked_commits
