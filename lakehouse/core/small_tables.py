@@ -46,6 +46,24 @@ def table_rows(
     ]
 
 
+def table_arrow(settings: Settings, table: Table, version: int) -> pa.Table | None:
+    """The table's rows at `version` as one Arrow table in its declared columns (no layout
+    column), as Spark reads them; None when delta-rs cannot read it there (no such version, or
+    a table feature it does not read): the caller reads it through Spark then."""
+    from deltalake.exceptions import DeltaError
+
+    delta = _opened(settings, table)
+    if delta is None:
+        return None
+    try:
+        delta.load_as_version(version)
+        found = delta.to_pyarrow_dataset().to_table()
+    except DeltaError:
+        return None
+    names = table.spark_schema().fieldNames()
+    return found.select(names) if set(names) <= set(found.column_names) else None
+
+
 def _python(value: Any, kind: pa.DataType) -> Any:
     """A value from Arrow's to_pylist with its maps (lists of pairs there) as dicts."""
     import pyarrow as pa

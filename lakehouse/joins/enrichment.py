@@ -41,6 +41,7 @@ from lakehouse.core.delta_io import (
     table_exists,
 )
 from lakehouse.core.frames import checkpoint_measured
+from lakehouse.core.small_tables import table_arrow
 from lakehouse.core.small_tables import table_version as latest_version
 from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.core.times import from_micros
@@ -245,7 +246,7 @@ class EnrichmentProcessor:
                 for frame in self._previous.pop(name, (None, ()))[1]:
                     release_local_checkpoint(frame)
                 self._previous[name] = (old[1], self._histories.pop(old))
-            found = history_at(spark, self.settings, name, version).localCheckpoint()
+            found = history_read(spark, self.settings, name, version).localCheckpoint()
             segments = timeline(found, DIMENSIONS[name][0]).localCheckpoint()
             self._histories[key] = Known(found, segments)
         return self._histories[key]
@@ -397,6 +398,19 @@ def history_at(
     target = history_table(DIMENSIONS[name][1])
     found = read_table_at(spark, target, settings, version)
     return found if found is not None else spark.createDataFrame([], target.spark_schema())
+
+
+def history_read(
+    spark: SparkSession, settings: Settings, name: str, version: int | None
+) -> DataFrame:
+    """history_at, read by delta-rs and handed to Spark as Arrow when it can: a history is
+    small (the as-of join broadcasts its timeline), and Spark's read of a Delta version
+    first rebuilds the table's state, which takes longer than reading its rows."""
+    target = history_table(DIMENSIONS[name][1])
+    rows = None if version is None else table_arrow(settings, target, version)
+    if rows is None:
+        return history_at(spark, settings, name, version)
+    return spark.createDataFrame(rows, target.spark_schema())
 
 
 def latest_rows(enriched: DataFrame) -> DataFrame:

@@ -121,3 +121,38 @@ def test_a_progress_row_from_the_driver_keeps_its_map_and_time_through_delta_rs(
     # PySpark gives a timestamp as a naive datetime in this process's local time.
     local = at.astimezone().replace(tzinfo=None)
     assert [r.asDict() for r in stored] == [row(n) | {"processed_at": local} for n in range(3)]
+
+
+def test_a_table_at_a_version_read_by_delta_rs_holds_what_spark_reads_there(
+    spark, local_settings
+) -> None:
+    """table_arrow: the rows of each version, in the declared columns and types (times,
+    flags, nulls), equal to Spark's read of that version; None for a version or a table that
+    does not exist."""
+    from lakehouse.cdc.changelog import history_table
+    from lakehouse.cdc.shop import USERS
+    from lakehouse.core.delta_io import read_table_at
+    from lakehouse.core.small_tables import table_arrow
+
+    history = history_table(USERS)
+    assert table_arrow(local_settings, history, 0) is None  # no table yet
+    then = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+    first = [("u1", "new", "DE", then, then, None, True, False, 1, None)]
+    moved = then + timedelta(hours=2)
+    second = [
+        ("u1", "gold", "DE", moved, moved, None, True, False, 2, None),
+        ("u2", None, "FR", then, then, moved, False, True, 3, 4),
+    ]
+    path = history.path(local_settings)
+    rows_frame(spark, first, history.spark_schema()).write.format("delta").save(path)
+    rows_frame(spark, second, history.spark_schema()).write.format("delta").mode("append").save(
+        path
+    )
+    for version in (0, 1):
+        found = table_arrow(local_settings, history, version)
+        assert found is not None
+        read = spark.createDataFrame(found, history.spark_schema())
+        expected = read_table_at(spark, history, local_settings, version)
+        assert expected is not None
+        assert sorted(read.collect()) == sorted(expected.collect())
+    assert table_arrow(local_settings, history, 2) is None
