@@ -35,7 +35,7 @@ SHARED_FIXTURE_GROUPS = {
 # among the unit modules, so that no worker is left running one alone at the end.
 LONG_UNIT_MODULES = (
     "tests/unit/speed/test_micro_batch.py",
-    "tests/unit/core/test_delta_io.py",
+    "tests/unit/core/test_delta_maintenance.py",
     "tests/unit/transforms/test_changes.py",
     "tests/unit/cdc/test_changelog.py",
 )

@@ -32,14 +32,13 @@ from lakehouse.batch.unchanged import Unchanged, bronze_unchanged, unchanged_sin
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
     append_once,
-    last_vacuum_end,
     overwrite_where,
     read_table_at,
     small_frame,
     table_created_at,
     table_version,
-    vacuum_replaced_files,
 )
+from lakehouse.core.delta_maintenance import last_vacuum_end, vacuum_replaced_files
 from lakehouse.core.tables import BATCH, Table, table
 from lakehouse.core.times import EPOCH, TimeRangeError, from_micros, handled
 from lakehouse.ops.migrate import require_bytes

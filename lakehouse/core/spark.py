@@ -80,7 +80,7 @@ def spark_conf(
         "spark.sql.codegen.cache.maxEntries": "4000",
         # Delta 4 refuses to read a version older than the table's deletedFileRetentionDuration
         # (7 days) once a newer one exists, lest a vacuum have deleted its files. We read such
-        # versions on purpose and our vacuums keep them (lakehouse.core.delta_io.retention_keeping):
+        # versions on purpose and our vacuums keep them (delta_maintenance.retention_keeping):
         # a replay version at its pins, the batch views at their last run, silver as a batch
         # failed a week ago left it.
         "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration": (

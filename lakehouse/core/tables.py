@@ -81,7 +81,7 @@ def hour_of(column: str) -> str:
 
 
 # The stream's views are partitioned by the hour their rows start in: a fold of their partial
-# rows (delta_io.fold_partials) rewrites only the hours that hold more than one file.
+# rows (delta_maintenance.fold_partials) rewrites only the hours that hold more than one file.
 WINDOW_HOUR = (("window_hour", hour_of("window_start")),)
 SESSION_HOUR = (("session_hour", hour_of("session_start")),)
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakehouse.core.config import Settings
-from lakehouse.core.delta_io import compact_small_files, table_exists, vacuum_replaced_files
+from lakehouse.core.delta_io import table_exists
+from lakehouse.core.delta_maintenance import compact_small_files, vacuum_replaced_files
 from lakehouse.core.locks import WriterBusyError, exclusive_writer
 from lakehouse.core.tables import REPLAY, Table, table
 

@@ -23,10 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.config import Settings
-from lakehouse.core.delta_io import (
-    append_once,
-    small_frame,
-)
+from lakehouse.core.delta_io import append_once, small_frame
 from lakehouse.core.small_tables import table_rows, table_version
 from lakehouse.core.tables import Table, table
 from lakehouse.core.times import from_micros, to_micros

@@ -33,12 +33,14 @@ from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
     append_rows_batch,
     append_small_batch,
-    compact_small_files,
-    fold_partials,
     read_table_at,
-    retention_keeping,
     stored_layout,
     table_exists,
+)
+from lakehouse.core.delta_maintenance import (
+    compact_small_files,
+    fold_partials,
+    retention_keeping,
     vacuum_replaced_files,
 )
 from lakehouse.core.frames import rows_frame
@@ -119,11 +121,11 @@ VIEW_STEPS = ("counts", "active_users", "sessions")
 
 # The stream looks after its tables itself, each in its turn (MicroBatchProcessor.turns).
 # Each batch adds one or more files to every table it writes. It compacts them all: the
-# appended tables' small files into larger ones (lakehouse.core.delta_io.compact_small_files),
+# appended tables' small files into larger ones (delta_maintenance.compact_small_files),
 # and the views' partial rows into their combination, a file per hour (fold_partials), so
 # that what a reader combines stays small however long the stream runs.
 COMPACTED = ("silver", "late", "quarantine", "raw", "progress", *VIEW_STEPS)
-# It vacuums them all (lakehouse.core.delta_io.vacuum_replaced_files): compactions replace
+# It vacuums them all (delta_maintenance.vacuum_replaced_files): compactions replace
 # files, a killed write leaves files it never committed, and both would otherwise stay on
 # disk for ever.
 VACUUMED = COMPACTED

@@ -103,10 +103,10 @@ def test_a_stream_s_few_rows_reach_minio_through_delta_rs(
 def test_a_view_s_crowded_hour_is_folded_on_minio_through_delta_rs(
     spark: SparkSession, minio_settings: Settings, minio_up: str
 ) -> None:
-    """The fold (delta_io.fold_partials) on S3 as on local disk: delta-rs finds the hour of
+    """The fold (delta_maintenance.fold_partials) on S3 as on local disk: delta-rs finds the hour of
     several files in the table's log and reads its rows (Spark scans no file of the table),
     and commits their combination; Spark reads the same rows after, the hour in one file."""
-    from lakehouse.core.delta_io import fold_partials, partitions_to_fold
+    from lakehouse.core.delta_maintenance import fold_partials, partitions_to_fold
     from lakehouse.core.small_tables import crowded_partitions
     from tests.delta_files import FOLDED, unmarked_commits, write_partial_counts
 
