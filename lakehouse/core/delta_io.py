@@ -274,14 +274,27 @@ def append_rows_batch(
     """append_batch of a few rows built in Python (a progress row). An untried batch's rows
     go to a table that exists through delta-rs (small_tables.append_marked), without a Spark
     job; a retry looks for its mark through Spark, as append_batch does."""
+    arrow = rows_arrow(rows, table.spark_schema())
+    append_arrow_batch(spark, arrow, table, settings, app_id, batch_id, untried)
+
+
+def append_arrow_batch(
+    spark: SparkSession,
+    rows: pa.Table,
+    table: Table,
+    settings: Settings,
+    app_id: str,
+    batch_id: int,
+    untried: bool = False,
+) -> None:
+    """append_rows_batch of rows on the driver as Arrow, in the table's columns and its
+    partition columns' values (a table created without them, or through Spark, does without)."""
     from lakehouse.core.small_tables import append_marked
 
-    def arrow(partitioned: tuple[str, ...]) -> pa.Table:
-        return rows_arrow(rows, table.spark_schema())
-
-    if untried and append_marked(settings, table, arrow, app_id, batch_id):
+    if untried and append_marked(settings, table, lambda partitioned: rows, app_id, batch_id):
         return
-    frame = small_frame(spark, rows, table)
+    struct = table.spark_schema()
+    frame = spark.createDataFrame(rows.select(struct.fieldNames()), struct).coalesce(1)
     append_batch(frame, table, settings, app_id, batch_id, untried=untried)
 
 

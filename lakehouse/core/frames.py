@@ -44,6 +44,13 @@ def checkpoint_measured(df: DataFrame) -> tuple[DataFrame, int, int]:
     return frame, int(found["rows"]), int(found["size"] or 0)
 
 
+def collect_few(df: DataFrame, max_rows: int, max_bytes: int) -> pa.Table | None:
+    """`df`'s rows on the driver as Arrow when they are at most `max_rows` and `max_bytes`
+    (as Arrow holds them), else None: one Spark job, which stops at `max_rows` + 1 rows."""
+    found = df.limit(max_rows + 1).toArrow()
+    return found if found.num_rows <= max_rows and found.nbytes <= max_bytes else None
+
+
 def rows_arrow(rows: Iterable[Any], schema: str | StructType) -> pa.Table:
     """`rows` as rows_frame reads them, as an Arrow table in the schema's Arrow types."""
     return _arrow_rows(rows, schema)[1]

@@ -17,6 +17,7 @@ from lakehouse.cdc.shop import CAPTURED, CapturedTable
 from lakehouse.core.config import Settings, get_settings
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql.types import StructType
 
 
@@ -78,6 +79,13 @@ def hour_of(column: str) -> str:
     """The UTC hour a timestamp falls in, as a partition value: 2026-11-25T10 (the Spark
     session's time zone is UTC, lakehouse.core.spark)."""
     return f"date_format({column}, \"yyyy-MM-dd'T'HH\")"
+
+
+def hour_value(times: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """hour_of, of times on the driver (Arrow timestamps in UTC)."""
+    import pyarrow.compute as pc
+
+    return pc.strftime(times, format="%Y-%m-%dT%H")
 
 
 # The stream's views are partitioned by the hour their rows start in: a fold of their partial

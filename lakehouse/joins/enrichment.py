@@ -26,6 +26,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, NamedTuple
 
+import pyarrow as pa
 from pyspark.sql import Observation, Window
 from pyspark.sql import functions as F
 
@@ -34,16 +35,18 @@ from lakehouse.cdc.shop import PRODUCTS, USERS, CapturedTable
 from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
+    append_arrow_batch,
     append_rows_batch,
     append_small_batch,
     read_table,
     read_table_at,
     table_exists,
 )
-from lakehouse.core.frames import checkpoint_measured
+from lakehouse.core.frames import checkpoint_measured, collect_few
 from lakehouse.core.small_tables import table_arrow
 from lakehouse.core.small_tables import table_version as latest_version
 from lakehouse.core.spark import release_local_checkpoint
+from lakehouse.core.tables import hour_value
 from lakehouse.core.times import from_micros
 from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.transforms.as_of import UNKNOWN, Dimension, timeline
@@ -58,6 +61,7 @@ from lakehouse.transforms.enrichment import (
     net_rows,
     partials_of,
     revenue_by_segment,
+    revenue_of_rows,
 )
 
 if TYPE_CHECKING:
@@ -155,12 +159,23 @@ class EnrichmentProcessor:
         once the pins are recorded (`pinned`: the pins, and their commit)."""
         pins, recorded = pinned
         # The join keeps every column of the events, event_date among them. Each event once.
-        fresh, events_count, events_bytes = checkpoint_measured(enrich_as_pinned(events, histories))
+        joined = enrich_as_pinned(events, histories)
+        changes = self.corrections(spark, app, batch_id, pins, histories, held)
+        if changes is None and untried:
+            speed = self.settings.speed
+            few = collect_few(
+                joined.select(*ROW_COLUMNS),
+                speed.delta_rs_append_rows,
+                speed.delta_rs_append_mb << 20,
+            )
+            if few is not None:
+                self.write_from_driver(spark, app, batch_id, pins, few, recorded, started)
+                return
+        fresh, events_count, events_bytes = checkpoint_measured(joined)
         held.append(fresh)
         rows = self.stamped(fresh, batch_id, False)
         partials = revenue_by_segment(fresh)
         corrected_count = corrected_bytes = 0
-        changes = self.corrections(spark, app, batch_id, pins, histories, held)
         if changes is not None:
             before, after = changes
             # Enriched again once: both the corrected rows and the partial rows come from it.
@@ -190,16 +205,68 @@ class EnrichmentProcessor:
             ]
             for done in appends:
                 done.result()  # a failed append fails the batch
+        self.write_progress(
+            spark, app, batch_id, untried, pins, (events_count, corrected_count), started
+        )
+
+    def write_from_driver(
+        self,
+        spark: SparkSession,
+        app: str,
+        batch_id: int,
+        pins: Pins,
+        rows: pa.Table,
+        recorded: Future[None],
+        started: float,
+    ) -> None:
+        """An untried batch that corrects nothing, its enriched `rows` few and collected: the
+        view's partial rows summed from them on the driver (revenue_of_rows), both committed
+        by delta-rs side by side once the pins are `recorded`, then the progress row. Its
+        only Spark job was the join's collect."""
+        settings, out = self.settings, self.outputs
+        partials = revenue_of_rows(rows)
+        partials = partials.append_column(
+            "batch_id", pa.array([batch_id] * partials.num_rows, pa.int64())
+        )
+        # The view's partition column (tables.WINDOW_HOUR), which Spark would have computed.
+        partials = partials.append_column("window_hour", hour_value(partials["window_start"]))
+        enriched = stamped_arrow(rows, batch_id, False)
+        recorded.result()  # a batch whose pins failed to commit writes nothing
+        with ThreadPoolExecutor(2) as pool:
+            appends = [
+                pool.submit(
+                    append_arrow_batch, spark, enriched, out.enriched, settings, app, batch_id, True
+                ),
+                pool.submit(
+                    append_arrow_batch, spark, partials, out.revenue, settings, app, batch_id, True
+                ),
+            ]
+            for done in appends:
+                done.result()  # a failed append fails the batch
+        self.write_progress(spark, app, batch_id, True, pins, (rows.num_rows, 0), started)
+
+    def write_progress(
+        self,
+        spark: SparkSession,
+        app: str,
+        batch_id: int,
+        untried: bool,
+        pins: Pins,
+        counts: tuple[int, int],
+        started: float,
+    ) -> None:
+        """The batch's progress row (its events and corrections `counts`), written last."""
         row = {
             "app_id": app,
             "batch_id": batch_id,
-            "events": events_count,
-            "corrected": corrected_count,
+            "events": counts[0],
+            "corrected": counts[1],
             "versions": {k: v for k, v in pins.items() if v is not None},
             "processed_at": datetime.now(UTC),
             "duration_seconds": round(time.monotonic() - started, 3),
         }
-        append_rows_batch(spark, [row], out.progress, settings, app, batch_id, untried=untried)
+        out = self.outputs
+        append_rows_batch(spark, [row], out.progress, self.settings, app, batch_id, untried)
 
     @staticmethod
     def stamped(rows: DataFrame, batch_id: int, corrected: bool) -> DataFrame:
@@ -312,6 +379,16 @@ class EnrichmentProcessor:
         before = before.distinct().select(*ROW_COLUMNS).localCheckpoint()
         after = enrich_as_pinned(before.select(*EVENT_COLUMNS, "event_date"), histories)
         return before, after.select(*ROW_COLUMNS)
+
+
+def stamped_arrow(rows: pa.Table, batch_id: int, corrected: bool) -> pa.Table:
+    """EnrichmentProcessor.stamped, of rows on the driver."""
+    count = rows.num_rows
+    return (
+        rows.select(list(ROW_COLUMNS))
+        .append_column("enriched_batch", pa.array([batch_id] * count, pa.int64()))
+        .append_column("corrected", pa.array([corrected] * count, pa.bool_()))
+    )
 
 
 class Known(NamedTuple):

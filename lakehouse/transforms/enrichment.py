@@ -18,11 +18,16 @@ view over them, and the corrections a late dimension change makes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.cdc.shop import PRODUCTS, USERS
 from lakehouse.transforms.as_of import MATCHED, UNKNOWN, Dimension, join_timeline, timeline
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 PRODUCT = Dimension(
     PRODUCTS, "product_id", {"category": "category", "price": "list_price"}, "product"
@@ -85,6 +90,42 @@ def _sum(signed: DataFrame) -> DataFrame:
 def revenue_by_segment(enriched: DataFrame) -> DataFrame:
     """Purchases and revenue per hour window, segment and category (VIEW_KEYS)."""
     return _sum(_signed_purchases(enriched, F.lit(1)))
+
+
+def revenue_of_rows(enriched: pa.Table) -> pa.Table:
+    """revenue_by_segment of enriched rows on the driver (a micro-batch's few, collected for
+    their commit): the same rows as Arrow, without a Spark job. Kept equal to it by
+    tests/unit/transforms/test_enrichment.py."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    bought = enriched.filter(pc.equal(enriched["event_type"], PURCHASE))
+
+    def label(dimension: Dimension, column: str) -> pa.ChunkedArray:
+        status = bought[dimension.status_column]
+        why = pc.if_else(pc.equal(status, "no_key"), "none", status)
+        return pc.if_else(
+            pc.equal(status, MATCHED),
+            bought[column],
+            pc.binary_join_element_wise("(", why, ")", ""),
+        )
+
+    start = pc.floor_temporal(bought["event_time"], unit="hour")  # WINDOW, aligned to the epoch
+    amount = bought["amount"]
+    signed = pa.table(
+        {
+            "window_start": start,
+            "window_end": pc.add(start, pa.scalar(3_600_000_000, pa.duration("us"))),
+            "segment": label(USER, "segment"),
+            "category": label(PRODUCT, "category"),
+            "purchases": pa.array([1] * bought.num_rows, pa.int64()),
+            "revenue": pc.fill_null(amount, pa.scalar(0, amount.type)).cast(pa.decimal128(28, 2)),
+        }
+    )
+    summed = signed.group_by(list(VIEW_KEYS)).aggregate([(m, "sum") for m in VIEW_MEASURES])
+    return pa.table(
+        {name: summed[name] for name in VIEW_KEYS} | {m: summed[f"{m}_sum"] for m in VIEW_MEASURES}
+    )
 
 
 def combine_revenue(partials: DataFrame) -> DataFrame:

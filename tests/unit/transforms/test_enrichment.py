@@ -24,6 +24,7 @@ from lakehouse.transforms.enrichment import (
     correction_partials,
     enrich_events,
     revenue_by_segment,
+    revenue_of_rows,
 )
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/testing.md)
@@ -111,6 +112,35 @@ def test_every_purchase_counts_under_its_dimensions_or_the_reason_it_has_none(sp
         (10, "(unknown)", "kitchen"): (1, Decimal("2.00")),
         (9, "(not_yet)", "(not_yet)"): (1, Decimal("3.00")),
     }
+
+
+def as_pylist(table) -> list[tuple]:
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_view_summed_on_the_driver_is_the_view_spark_sums(spark, seed: int) -> None:
+    """revenue_of_rows (a micro-batch's few rows, on the driver) against revenue_by_segment:
+    the same rows, for every status a dimension can have, a purchase without an amount, one
+    without a user or product, one at the very start of an hour and one just before the next."""
+    rng = random.Random(seed)
+    shop = random_shop(rng)
+    shop.product("p1", "kitchen", "10", -60)
+    shop.product("p1", "kitchen", "10", 230, deletes=True)
+    fixed = [
+        ("x1", "purchase", "u1", "p1", None, 0),
+        ("x2", "purchase", None, None, "4.00", 59.999),
+        ("x3", "purchase", "u9", "p1", "2.50", 235),
+        ("x4", "purchase", "u1", "p1", "1.25", -45),
+    ]
+    clicks = random_events(spark, rng).unionByName(events(spark, fixed))
+    enriched = enrich_events(clicks, shop.history(spark, USERS), shop.history(spark, PRODUCTS))
+    by_spark = revenue_by_segment(enriched).toArrow()
+    on_driver = revenue_of_rows(enriched.toArrow())
+    assert on_driver.column_names == by_spark.column_names
+    assert as_pylist(on_driver) == as_pylist(by_spark)
+    labels = {r[2] for r in as_pylist(by_spark)} | {r[3] for r in as_pylist(by_spark)}
+    assert {"(none)", "(unknown)", "(deleted)", "(not_yet)"} <= labels
 
 
 def random_shop(rng: random.Random) -> Shop:
