@@ -102,6 +102,7 @@ class SpeedSettings(_Frozen):
     small_batch_records: int = Field(ge=0)
     delta_rs_append_rows: int = Field(ge=0)
     delta_rs_append_mb: int = Field(ge=0)
+    correction_read_rows: int = Field(ge=0)
     write_threads: int = Field(ge=1)
     compact_every_batches: int = Field(ge=1)
     compact_files_below_mb: int = Field(ge=1)

@@ -64,6 +64,34 @@ def table_arrow(settings: Settings, table: Table, version: int) -> pa.Table | No
     return found.select(names) if set(names) <= set(found.column_names) else None
 
 
+def rows_within(
+    settings: Settings, table: Table, where: pc.Expression | None, max_rows: int
+) -> pa.Table | None:
+    """The latest snapshot's rows of `table` that `where` keeps, in its declared columns, when
+    the files that may hold them hold at most `max_rows` rows: delta-rs skips a file by its
+    partition values and statistics, as Spark does, and its add action counts its rows. None
+    when they hold more, a file has no row count, the table does not exist or delta-rs cannot
+    read it: the caller reads them through Spark then."""
+    import pyarrow as pa
+    from deltalake.exceptions import DeltaError
+
+    delta = _opened(settings, table)
+    if delta is None:
+        return None
+    try:
+        actions = pa.table(delta.get_add_actions(flatten=True))
+        dataset = delta.to_pyarrow_dataset()
+    except DeltaError:
+        return None
+    counts = dict(zip(actions["path"].to_pylist(), actions["num_records"].to_pylist(), strict=True))
+    held = [counts.get(f.path) for f in dataset.get_fragments(filter=where)]
+    if None in held or sum(c for c in held if c is not None) > max_rows:
+        return None
+    found = dataset.to_table(filter=where)
+    names = table.spark_schema().fieldNames()
+    return found.select(names) if set(names) <= set(found.column_names) else None
+
+
 def _python(value: Any, kind: pa.DataType) -> Any:
     """A value from Arrow's to_pylist with its maps (lists of pairs there) as dicts."""
     import pyarrow as pa

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Observation, Window
 from pyspark.sql import functions as F
 
@@ -47,17 +48,21 @@ from lakehouse.core.small_tables import table_arrow
 from lakehouse.core.small_tables import table_version as latest_version
 from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.core.tables import hour_value
-from lakehouse.core.times import from_micros
+from lakehouse.core.times import from_micros, to_micros
+from lakehouse.joins import corrections_arrow
 from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.transforms.as_of import UNKNOWN, Dimension, timeline
 from lakehouse.transforms.enrichment import (
     ENRICHED_COLUMNS,
     PRODUCT,
+    STARTS_SCHEMA,
     USER,
     affected_events,
     change_starts,
+    change_starts_of_rows,
     corrected_of,
     enrich_by_timelines,
+    net_of_rows,
     net_rows,
     partials_of,
     revenue_by_segment,
@@ -161,15 +166,16 @@ class EnrichmentProcessor:
         # The join keeps every column of the events, event_date among them. Each event once.
         joined = enrich_as_pinned(events, histories)
         changes = self.corrections(spark, app, batch_id, pins, histories, held)
-        if changes is None and untried:
+        if untried:
             speed = self.settings.speed
             few = collect_few(
-                joined.select(*ROW_COLUMNS),
+                with_net(joined, changes),
                 speed.delta_rs_append_rows,
                 speed.delta_rs_append_mb << 20,
             )
             if few is not None:
-                self.write_from_driver(spark, app, batch_id, pins, few, recorded, started)
+                before = None if changes is None else changes.before_rows
+                self.write_from_driver(spark, app, batch_id, pins, (few, before), recorded, started)
                 return
         fresh, events_count, events_bytes = checkpoint_measured(joined)
         held.append(fresh)
@@ -177,11 +183,10 @@ class EnrichmentProcessor:
         partials = revenue_by_segment(fresh)
         corrected_count = corrected_bytes = 0
         if changes is not None:
-            before, after = changes
             # Enriched again once: both the corrected rows and the partial rows come from it.
-            net = net_rows(before, after).localCheckpoint()
+            net = net_rows(changes.before, changes.after).localCheckpoint()
             corrected, corrected_count, corrected_bytes = checkpoint_measured(corrected_of(net))
-            held += [before, net, corrected]
+            held += [net, corrected]
             rows = rows.unionByName(self.stamped(corrected, batch_id, True))
             partials = partials.unionByName(partials_of(net))
         settings, out = self.settings, self.outputs
@@ -215,22 +220,32 @@ class EnrichmentProcessor:
         app: str,
         batch_id: int,
         pins: Pins,
-        rows: pa.Table,
+        collected: tuple[pa.Table, pa.Table | None],
         recorded: Future[None],
         started: float,
     ) -> None:
-        """An untried batch that corrects nothing, its enriched `rows` few and collected: the
-        view's partial rows summed from them on the driver (revenue_of_rows), both committed
-        by delta-rs side by side once the pins are `recorded`, then the progress row. Its
-        only Spark job was the join's collect."""
+        """An untried batch, its rows few and `collected` (with_net, and the corrected events'
+        rows before when on the driver): the enriched rows and the corrected ones, and the
+        view's partial rows summed from both on the driver (revenue_of_rows), committed by
+        delta-rs side by side once the pins are `recorded`, then the progress row. Its rows'
+        collect was its last Spark job."""
         settings, out = self.settings, self.outputs
-        partials = revenue_of_rows(rows)
+        rows, before = collected
+        side = rows["_side"]
+        fresh = rows.filter(pc.equal(side, 0))
+        net = rows.filter(pc.not_equal(side, 0))
+        if before is not None:
+            net = net_of_rows(before, net.drop_columns(["_side"]))
+        corrected = net.filter(pc.greater(net["_side"], 0))
+        partials = pa.concat_tables([revenue_of_rows(fresh), revenue_of_rows(net, signed=True)])
         partials = partials.append_column(
             "batch_id", pa.array([batch_id] * partials.num_rows, pa.int64())
         )
         # The view's partition column (tables.WINDOW_HOUR), which Spark would have computed.
         partials = partials.append_column("window_hour", hour_value(partials["window_start"]))
-        enriched = stamped_arrow(rows, batch_id, False)
+        enriched = pa.concat_tables(
+            [stamped_arrow(fresh, batch_id, False), stamped_arrow(corrected, batch_id, True)]
+        )
         recorded.result()  # a batch whose pins failed to commit writes nothing
         with ThreadPoolExecutor(2) as pool:
             appends = [
@@ -243,7 +258,8 @@ class EnrichmentProcessor:
             ]
             for done in appends:
                 done.result()  # a failed append fails the batch
-        self.write_progress(spark, app, batch_id, True, pins, (rows.num_rows, 0), started)
+        counts = (fresh.num_rows, corrected.num_rows)
+        self.write_progress(spark, app, batch_id, True, pins, counts, started)
 
     def write_progress(
         self,
@@ -310,21 +326,48 @@ class EnrichmentProcessor:
         key = (name, version)
         if key not in self._histories:
             for old in [k for k in self._histories if k[0] == name]:
-                for frame in self._previous.pop(name, (None, ()))[1]:
-                    release_local_checkpoint(frame)
+                dropped = self._previous.pop(name, None)
+                if dropped is not None:
+                    dropped[1].release()
                 self._previous[name] = (old[1], self._histories.pop(old))
-            found = history_read(spark, self.settings, name, version).localCheckpoint()
+            rows = history_rows(self.settings, name, version)
+            if rows is None:
+                found = history_at(spark, self.settings, name, version).localCheckpoint()
+            else:  # on the driver already: nothing to checkpoint
+                found = history_frame(spark, name, rows)
             segments = timeline(found, DIMENSIONS[name][0]).localCheckpoint()
-            self._histories[key] = Known(found, segments)
+            self._histories[key] = Known(found, segments, rows)
         return self._histories[key]
 
-    def earlier_history(self, spark: SparkSession, name: str, version: int | None) -> DataFrame:
-        """A dimension's history at an earlier `version`: as this processor checkpointed it,
-        when it joined with that version last (the batch before), else read again."""
+    def earlier_history(
+        self, spark: SparkSession, name: str, version: int | None
+    ) -> tuple[DataFrame, pa.Table | None]:
+        """A dimension's history at an earlier `version`, and its rows when on the driver: as
+        this processor held them when it joined with that version last (the batch before),
+        else read again."""
         kept = self._previous.get(name)
         if kept is not None and kept[0] == version:
-            return kept[1].history
-        return history_at(spark, self.settings, name, version)
+            return kept[1].history, kept[1].rows
+        rows = history_rows(self.settings, name, version)
+        if rows is None:
+            return history_at(spark, self.settings, name, version), None
+        return history_frame(spark, name, rows), rows
+
+    def changed(self, spark: SparkSession, name: str, now: Known, version: int | None) -> Changed:
+        """What changed in dimension `name`'s history since `version` (change_starts): on the
+        driver when both versions' rows are there (change_starts_of_rows), else in Spark."""
+        was, was_rows = self.earlier_history(spark, name, version)
+        dimension = DIMENSIONS[name][0]
+        if now.rows is None or was_rows is None:
+            return measured_starts(now.history, was, dimension)
+        rows = change_starts_of_rows(now.rows, was_rows, dimension)
+        since = pc.min(rows["_from"]).as_py()
+        return Changed(
+            spark.createDataFrame(rows, STARTS_SCHEMA),
+            None if since is None else to_micros(since),
+            pc.any(rows["_new"]).as_py() or False,
+            rows,
+        )
 
     def corrections(
         self,
@@ -334,10 +377,10 @@ class EnrichmentProcessor:
         pins: Pins,
         histories: Mapping[str, Known],
         held: list[DataFrame],
-    ) -> tuple[DataFrame, DataFrame] | None:
+    ) -> Correction | None:
         """The earlier events a change since the previous batch's pins may re-enrich: their
-        latest rows (before) and their enrichment at `pins` (after); None when no history
-        changed since. What it checkpoints goes into `held`."""
+        latest rows and their enrichment at `pins`; None when no history changed since. What
+        it checkpoints goes into `held`."""
         if self._pinned is not None and self._pinned[0] == batch_id - 1:
             previous: Pins | None = self._pinned[1]
         else:
@@ -346,39 +389,88 @@ class EnrichmentProcessor:
         if previous is None or not table_exists(spark, enriched, self.settings):
             return None
         changes = {
-            name: measured_starts(
-                histories[name].history,
-                self.earlier_history(spark, name, previous.get(name)),
-                DIMENSIONS[name][0],
-            )
+            name: self.changed(spark, name, histories[name], previous.get(name))
             for name in DIMENSIONS
             if pins.get(name) != previous.get(name)
         }
         if not changes:
             return None
-        held.extend(c.starts for c in changes.values())
-        earlier = earlier_rows(spark, self.settings, enriched, batch_id, changes)
-        if earlier is None:
+        held.extend(c.starts for c in changes.values() if c.rows is None)
+        found = self.affected(spark, batch_id, changes, held)
+        if found is None:
             return None
-        starts = {name: c.starts for name, c in changes.items()}
-        keys = [
-            earlier.join(
-                F.broadcast(changed.select(F.col("_key").alias(DIMENSIONS[name][0].event_key))),
-                DIMENSIONS[name][0].event_key,
-                "left_semi",
-            )
-            for name, changed in starts.items()
-        ]
-        candidates = keys[0] if len(keys) == 1 else keys[0].unionByName(keys[1]).distinct()
-        latest = latest_rows(candidates)
+        before, rows = found
+        after = enrich_as_pinned(before.select(*EVENT_COLUMNS, "event_date"), histories)
+        return Correction(before, after.select(*ROW_COLUMNS), rows)
+
+    def affected(
+        self,
+        spark: SparkSession,
+        batch_id: int,
+        changes: Mapping[str, Changed],
+        held: list[DataFrame],
+    ) -> tuple[DataFrame, pa.Table | None] | None:
+        """The latest rows (ROW_COLUMNS) of the earlier events the `changes` may re-enrich,
+        and the same rows on the driver when found there; None when they bear on no event.
+        On the driver while the rows to read are few and the changes were found there
+        (corrections_arrow), else through Spark."""
+        enriched = self.outputs.enriched
+        schema = enriched.spark_schema()
+        found = corrections_arrow.earlier_latest(self.settings, enriched, batch_id, changes)
+        if found is not None and all(c.rows is not None for c in changes.values()):
+            rows = corrections_arrow.affected_rows(found, changes)
+            frame = spark.createDataFrame(rows, schema).select(*ROW_COLUMNS)
+            return frame, rows.select(list(ROW_COLUMNS))
+        latest = (
+            self.earlier_latest(spark, batch_id, changes)
+            if found is None
+            else spark.createDataFrame(found, schema)
+        )
+        if latest is None:
+            return None
         affected = [
-            affected_events(latest, changed, DIMENSIONS[name][0])
-            for name, changed in starts.items()
+            affected_events(latest, c.starts, DIMENSIONS[name][0]) for name, c in changes.items()
         ]
         before = affected[0] if len(affected) == 1 else affected[0].unionByName(affected[1])
         before = before.distinct().select(*ROW_COLUMNS).localCheckpoint()
-        after = enrich_as_pinned(before.select(*EVENT_COLUMNS, "event_date"), histories)
-        return before, after.select(*ROW_COLUMNS)
+        held.append(before)
+        return before, None
+
+    def earlier_latest(
+        self, spark: SparkSession, batch_id: int, changes: Mapping[str, Changed]
+    ) -> DataFrame | None:
+        """The latest row of each earlier event of a key the `changes` changed, from the
+        earliest instant they bear on, through Spark; None when they bear on no event."""
+        enriched = self.outputs.enriched
+        earlier = earlier_rows(spark, self.settings, enriched, batch_id, changes)
+        if earlier is None:
+            return None
+        of_keys = [
+            earlier.join(
+                F.broadcast(c.starts.select(F.col("_key").alias(DIMENSIONS[name][0].event_key))),
+                DIMENSIONS[name][0].event_key,
+                "left_semi",
+            )
+            for name, c in changes.items()
+        ]
+        if len(of_keys) == 1:
+            return latest_rows(of_keys[0])
+        return latest_rows(of_keys[0].unionByName(of_keys[1]).distinct())
+
+
+def with_net(joined: DataFrame, changes: Correction | None) -> DataFrame:
+    """A batch's enriched rows (`_side` 0) and, for a correcting batch, the net rows of its
+    `changes` (net_rows of before and after: -1 an event as it was enriched, +1 as it is);
+    when the rows before are on the driver, their events enriched again (+1), which the
+    driver nets (net_of_rows)."""
+    rows = joined.select(*ROW_COLUMNS, F.lit(0).cast("bigint").alias("_side"))
+    if changes is None:
+        return rows
+    if changes.before_rows is not None:
+        return rows.unionByName(changes.after.withColumn("_side", F.lit(1).cast("bigint")))
+    net = net_rows(changes.before, changes.after)
+    net = net.withColumn("_side", F.col("_side").cast("bigint"))
+    return rows.unionByName(net.select(*ROW_COLUMNS, "_side"))
 
 
 def stamped_arrow(rows: pa.Table, batch_id: int, corrected: bool) -> pa.Table:
@@ -392,20 +484,39 @@ def stamped_arrow(rows: pa.Table, batch_id: int, corrected: bool) -> pa.Table:
 
 
 class Known(NamedTuple):
-    """A dimension's history at a pinned version, and its timeline (transforms.as_of)."""
+    """A dimension's history at a pinned version, its timeline (transforms.as_of) and its rows
+    when delta-rs read them (None: read through Spark, and locally checkpointed)."""
 
     history: DataFrame
     timeline: DataFrame
+    rows: pa.Table | None
+
+    def release(self) -> None:
+        """Free the local checkpoints it holds."""
+        if self.rows is None:
+            release_local_checkpoint(self.history)
+        release_local_checkpoint(self.timeline)
+
+
+class Correction(NamedTuple):
+    """The earlier events a correcting batch enriches again: their latest rows (`before`),
+    their enrichment at the batch's pins (`after`), and `before`'s rows when on the driver."""
+
+    before: DataFrame
+    after: DataFrame
+    before_rows: pa.Table | None
 
 
 class Changed(NamedTuple):
-    """A dimension's changed keys, each from when on its events may change (change_starts,
-    locally checkpointed), with the earliest of those instants (micros; None: no key changed)
-    and whether a key that had no version at all is among them."""
+    """A dimension's changed keys, each from when on its events may change (change_starts:
+    locally checkpointed, or found on the driver, then `rows` too), with the earliest of those
+    instants (micros; None: no key changed) and whether a key that had no version at all is
+    among them."""
 
     starts: DataFrame
     since: int | None
     new_keys: bool
+    rows: pa.Table | None = None
 
 
 def measured_starts(now: DataFrame, was: DataFrame, dimension: Dimension) -> Changed:
@@ -477,17 +588,18 @@ def history_at(
     return found if found is not None else spark.createDataFrame([], target.spark_schema())
 
 
-def history_read(
-    spark: SparkSession, settings: Settings, name: str, version: int | None
-) -> DataFrame:
-    """history_at, read by delta-rs and handed to Spark as Arrow when it can: a history is
-    small (the as-of join broadcasts its timeline), and Spark's read of a Delta version
-    first rebuilds the table's state, which takes longer than reading its rows."""
+def history_frame(spark: SparkSession, name: str, rows: pa.Table) -> DataFrame:
+    """A dimension's history rows, read on the driver (history_rows), as a Spark frame."""
+    return spark.createDataFrame(rows, history_table(DIMENSIONS[name][1]).spark_schema())
+
+
+def history_rows(settings: Settings, name: str, version: int | None) -> pa.Table | None:
+    """history_at's rows, read by delta-rs on the driver, or None when it cannot read them (or
+    there was no history then): a history is small (the as-of join broadcasts its timeline),
+    and Spark's read of a Delta version first rebuilds the table's state, which takes longer
+    than reading its rows."""
     target = history_table(DIMENSIONS[name][1])
-    rows = None if version is None else table_arrow(settings, target, version)
-    if rows is None:
-        return history_at(spark, settings, name, version)
-    return spark.createDataFrame(rows, target.spark_schema())
+    return None if version is None else table_arrow(settings, target, version)
 
 
 def latest_rows(enriched: DataFrame) -> DataFrame:

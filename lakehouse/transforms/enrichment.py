@@ -18,7 +18,8 @@ view over them, and the corrections a late dimension change makes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -41,6 +42,9 @@ PURCHASE = "purchase"
 WINDOW = "1 hour"
 VIEW_KEYS = ("window_start", "window_end", "segment", "category")
 VIEW_MEASURES = ("purchases", "revenue")
+# change_starts' rows: each changed key, from when on its events may change, and whether it
+# is new to the history.
+STARTS_SCHEMA = "_key string, _from timestamp, _new boolean"
 
 
 def enrich_events(
@@ -92,10 +96,10 @@ def revenue_by_segment(enriched: DataFrame) -> DataFrame:
     return _sum(_signed_purchases(enriched, F.lit(1)))
 
 
-def revenue_of_rows(enriched: pa.Table) -> pa.Table:
+def revenue_of_rows(enriched: pa.Table, signed: bool = False) -> pa.Table:
     """revenue_by_segment of enriched rows on the driver (a micro-batch's few, collected for
-    their commit): the same rows as Arrow, without a Spark job. Kept equal to it by
-    tests/unit/transforms/test_enrichment.py."""
+    their commit): the same rows as Arrow, without a Spark job; `signed`: partials_of, of net
+    rows. Kept equal to both by tests/unit/transforms/test_enrichment.py."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -112,17 +116,22 @@ def revenue_of_rows(enriched: pa.Table) -> pa.Table:
 
     start = pc.floor_temporal(bought["event_time"], unit="hour")  # WINDOW, aligned to the epoch
     amount = bought["amount"]
-    signed = pa.table(
+    revenue = pc.fill_null(amount, pa.scalar(0, amount.type)).cast(pa.decimal128(28, 2))
+    purchases: pa.Array | pa.ChunkedArray = pa.array([1] * bought.num_rows, pa.int64())
+    if signed:
+        purchases = bought["_side"].cast(pa.int64())
+        revenue = pc.if_else(pc.greater(purchases, 0), revenue, pc.negate(revenue))
+    each = pa.table(
         {
             "window_start": start,
             "window_end": pc.add(start, pa.scalar(3_600_000_000, pa.duration("us"))),
             "segment": label(USER, "segment"),
             "category": label(PRODUCT, "category"),
-            "purchases": pa.array([1] * bought.num_rows, pa.int64()),
-            "revenue": pc.fill_null(amount, pa.scalar(0, amount.type)).cast(pa.decimal128(28, 2)),
+            "purchases": purchases,
+            "revenue": revenue,
         }
     )
-    summed = signed.group_by(list(VIEW_KEYS)).aggregate([(m, "sum") for m in VIEW_MEASURES])
+    summed = each.group_by(list(VIEW_KEYS)).aggregate([(m, "sum") for m in VIEW_MEASURES])
     return pa.table(
         {name: summed[name] for name in VIEW_KEYS} | {m: summed[f"{m}_sum"] for m in VIEW_MEASURES}
     )
@@ -169,6 +178,64 @@ def affected_events(enriched: DataFrame, starts: DataFrame, dimension: Dimension
     return enriched.join(F.broadcast(starts.select("_key", "_from")), matches, "left_semi")
 
 
+def change_starts_of_rows(now: pa.Table, was: pa.Table, dimension: Dimension) -> pa.Table:
+    """change_starts of a history's two versions on the driver (a history is small: the as-of
+    join broadcasts its timeline), as Arrow: the same rows, without a Spark job. Kept equal to
+    it by tests/unit/transforms/test_enrichment.py."""
+    import pyarrow as pa
+
+    [key] = dimension.table.key
+    earlier = was.to_pylist()
+    # exceptAll: a row of `now` is no change while `was` holds it as many times.
+    unmatched = Counter(tuple(r.values()) for r in earlier)
+    ends: dict[tuple[Any, Any], list[Any]] = {}
+    for r in earlier:
+        ends.setdefault((r[key], r["lsn"]), []).append(r["valid_to"])
+    starts: dict[Any, Any] = {}
+    for r in now.select(was.column_names).to_pylist():
+        row = tuple(r.values())
+        if unmatched[row] > 0:
+            unmatched[row] -= 1
+            continue
+        held = ends.get((r[key], r["lsn"]))
+        # Spark's least and min skip nulls; coalesce falls back to the version's start.
+        found = (
+            [r["valid_from"]]
+            if held is None
+            else [_least(r["valid_to"], to) or r["valid_from"] for to in held]
+        )
+        starts[r[key]] = _least(starts.get(r[key]), *found)
+    known = {r[key] for r in earlier}
+    return pa.table(
+        {
+            "_key": pa.array(list(starts), pa.string()),
+            "_from": pa.array(list(starts.values()), pa.timestamp("us", "UTC")),
+            "_new": pa.array([k not in known for k in starts], pa.bool_()),
+        }
+    )
+
+
+def _least(*values: Any) -> Any:
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
+def affected_of_rows(enriched: pa.Table, starts: pa.Table, dimension: Dimension) -> pa.Table:
+    """affected_events of rows on the driver (each event once, as its latest row), with
+    change_starts_of_rows' `starts`: the same rows, in `enriched`'s columns. Kept equal to it
+    by tests/unit/transforms/test_enrichment.py."""
+    import pyarrow.compute as pc
+
+    joined = enriched.join(
+        starts.select(["_key", "_from"]), dimension.event_key, "_key", join_type="inner"
+    )
+    reached = pc.or_kleene(
+        pc.greater_equal(joined["event_time"], joined["_from"]),
+        pc.equal(joined[dimension.status_column], UNKNOWN),
+    )
+    return joined.filter(reached).select(enriched.column_names)
+
+
 def net_rows(before: DataFrame, after: DataFrame) -> DataFrame:
     """The rows of `before` that `after` lacks (`_side` -1: an event as it was enriched) and
     the rows of `after` that `before` lacks (+1: as it is enriched now): what both
@@ -180,6 +247,40 @@ def net_rows(before: DataFrame, after: DataFrame) -> DataFrame:
     # A row on both sides nets to 0. (Not exceptAll: Spark mistakes the two sides for one
     # when `after` is `before` itself.)
     return sides.groupBy(*columns).agg(F.sum("_side").alias("_side")).where("_side != 0")
+
+
+def net_of_rows(before: pa.Table, after: pa.Table) -> pa.Table:
+    """net_rows on the driver, of `before` and `after` holding one row per event each (an
+    event's latest row, and its enrichment again): the two rows of each event whose row
+    changed, `_side` -1 and +1, in `before`'s columns; the same rows, without a Spark job.
+    Kept equal to it by tests/unit/transforms/test_enrichment.py."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = before.column_names
+    others = [c for c in columns if c != "event_id"]
+    theirs = [f"_after_{c}" for c in others]
+    after = after.select(columns).cast(before.schema)
+    paired = before.append_column("_ours", pa.array([True] * before.num_rows)).join(
+        after.select(["event_id", *others])
+        .rename_columns(["event_id", *theirs])
+        .append_column("_theirs", pa.array([True] * after.num_rows)),
+        "event_id",
+        join_type="full outer",
+    )
+    # An event on one side only changed; on both, as groupBy compares: two nulls are equal.
+    same = pc.and_(pc.is_valid(paired["_ours"]), pc.is_valid(paired["_theirs"]))
+    for column, their in zip(others, theirs, strict=True):
+        ours, other = paired[column], paired[their]
+        equal = pc.fill_null(pc.equal(ours, other), False)
+        same = pc.and_(same, pc.or_(equal, pc.and_(pc.is_null(ours), pc.is_null(other))))
+    changed = paired.filter(pc.invert(same))["event_id"].combine_chunks()
+
+    def side(rows: pa.Table, sign: int) -> pa.Table:
+        kept = rows.filter(pc.is_in(rows["event_id"], value_set=changed))
+        return kept.append_column("_side", pa.array([sign] * kept.num_rows, pa.int64()))
+
+    return pa.concat_tables([side(before, -1), side(after, 1)])
 
 
 def corrected_rows(before: DataFrame, after: DataFrame) -> DataFrame:

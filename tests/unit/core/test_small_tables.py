@@ -156,3 +156,31 @@ def test_a_table_at_a_version_read_by_delta_rs_holds_what_spark_reads_there(
         assert expected is not None
         assert sorted(read.collect()) == sorted(expected.collect())
     assert table_arrow(local_settings, history, 2) is None
+
+
+def test_the_rows_a_filter_keeps_are_read_by_delta_rs_only_while_their_files_are_few(
+    spark, local_settings
+) -> None:
+    """rows_within: the rows Spark's read with the same filter gives, when the files that may
+    hold them (the partitions and statistics the filter does not rule out) hold at most the
+    bound; None above it, and while the table does not exist."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from lakehouse.core.small_tables import rows_within
+
+    assert rows_within(local_settings, PARTIALS, None, 100) is None  # no table yet
+    for batch_id, hour in ((0, 9), (1, 10), (2, 10)):
+        append_small_batch(
+            partial_rows(spark, batch_id, hour), PARTIALS, local_settings, APP, batch_id, True
+        )
+    since = datetime(2026, 3, 1, 10, tzinfo=UTC)
+    where = ds.field("window_start") >= pa.scalar(since, pa.timestamp("us", "UTC"))
+    found = rows_within(local_settings, PARTIALS, where, 2)  # hour 9's file is skipped
+    assert found is not None
+    read = spark.createDataFrame(found, PARTIALS.spark_schema())
+    expected = read_table(spark, PARTIALS, local_settings).where(f"window_start >= '{since}'")
+    assert sorted(read.collect()) == sorted(expected.collect())
+    assert sorted(r["batch_id"] for r in read.collect()) == [1, 2]
+    assert rows_within(local_settings, PARTIALS, where, 1) is None  # two files' rows: too many
+    assert rows_within(local_settings, PARTIALS, None, 2) is None  # all three files

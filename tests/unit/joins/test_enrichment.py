@@ -15,6 +15,7 @@ from lakehouse.cdc.changelog import history_table
 from lakehouse.cdc.shop import PRODUCTS, USERS
 from lakehouse.core.delta_io import read_table, table_version
 from lakehouse.core.frames import rows_frame
+from lakehouse.joins import enrichment
 from lakehouse.joins.enrichment import (
     ENRICHED,
     PINS,
@@ -74,8 +75,19 @@ def lake(spark, tmp_path):
     return settings, checkpoint
 
 
-def test_a_late_dimension_change_corrects_its_events_in_the_next_batch(spark, lake) -> None:
+@pytest.mark.parametrize("found", ["on the driver", "rows through Spark", "changes through Spark"])
+def test_a_late_dimension_change_corrects_its_events_in_the_next_batch(
+    spark, lake, found, monkeypatch
+) -> None:
+    """The same correction whichever way it is found: on the driver (delta-rs and Arrow), or
+    through Spark when the earlier rows are more than `speed.correction_read_rows` or delta-rs
+    cannot read the histories."""
     settings, checkpoint = lake
+    if found == "rows through Spark":
+        speed = settings.speed.model_copy(update={"correction_read_rows": 0})
+        settings = settings.model_copy(update={"speed": speed})
+    if found == "changes through Spark":
+        monkeypatch.setattr(enrichment, "history_rows", lambda *_: None)
     stream = EnrichmentProcessor(settings, checkpoint)
     stream(silver(spark, [("e1", "u1", "p1", 10), ("e2", "u1", "p2", 20)]), 0)
     assert latest(spark, settings) == {

@@ -19,10 +19,15 @@ from lakehouse.transforms.enrichment import (
     PRODUCT,
     USER,
     affected_events,
+    affected_of_rows,
     change_starts,
+    change_starts_of_rows,
     combine_revenue,
     correction_partials,
     enrich_events,
+    net_of_rows,
+    net_rows,
+    partials_of,
     revenue_by_segment,
     revenue_of_rows,
 )
@@ -115,7 +120,9 @@ def test_every_purchase_counts_under_its_dimensions_or_the_reason_it_has_none(sp
 
 
 def as_pylist(table) -> list[tuple]:
-    return sorted(tuple(r.values()) for r in table.to_pylist())
+    """The table's rows, sorted with nulls last."""
+    rows = [tuple(r.values()) for r in table.to_pylist()]
+    return sorted(rows, key=lambda row: tuple((v is None, 0 if v is None else v) for v in row))
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -141,6 +148,46 @@ def test_the_view_summed_on_the_driver_is_the_view_spark_sums(spark, seed: int) 
     assert as_pylist(on_driver) == as_pylist(by_spark)
     labels = {r[2] for r in as_pylist(by_spark)} | {r[3] for r in as_pylist(by_spark)}
     assert {"(none)", "(unknown)", "(deleted)", "(not_yet)"} <= labels
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_correction_found_on_the_driver_is_the_one_spark_finds(spark, seed: int) -> None:
+    """The driver's twins of a correction's steps (a correcting micro-batch's few rows)
+    against Spark's, on a random late change: change_starts_of_rows, affected_of_rows,
+    net_of_rows and revenue_of_rows(signed) give the rows change_starts, affected_events,
+    net_rows and partials_of give."""
+    rng = random.Random(seed)
+    shop = random_shop(rng)
+    clicks = random_events(spark, rng).cache()
+    behind = rng.randint(0, shop.lsn // 2)
+    enriched_then = enrich_events(
+        clicks, shop.history(spark, USERS, behind), shop.history(spark, PRODUCTS, behind)
+    ).cache()
+    by_spark, on_driver = [], []
+    for captured, dimension in ((USERS, USER), (PRODUCTS, PRODUCT)):
+        now, then = shop.history(spark, captured), shop.history(spark, captured, behind)
+        starts = change_starts(now, then, dimension)
+        found = change_starts_of_rows(now.toArrow(), then.toArrow(), dimension)
+        assert as_pylist(found) == as_pylist(starts.toArrow())
+        by_spark.append(affected_events(enriched_then, starts, dimension))
+        on_driver.append(affected_of_rows(enriched_then.toArrow(), found, dimension))
+        assert as_pylist(on_driver[-1]) == as_pylist(by_spark[-1].toArrow())
+    before = by_spark[0].unionByName(by_spark[1]).distinct()
+    after = enrich_events(
+        before.select(*clicks.columns),
+        shop.history(spark, USERS),
+        shop.history(spark, PRODUCTS),
+    )
+    net = net_of_rows(before.toArrow(), after.toArrow())
+    assert net.num_rows > 0, "the late change re-enriches some event"
+    # An event enriched alike nets to nothing, its null columns (no product) included.
+    alike = enriched_then.toArrow()
+    assert alike["category"].null_count > 0
+    assert net_of_rows(alike, alike).num_rows == 0
+    assert as_pylist(net) == as_pylist(net_rows(before, after).toArrow())
+    assert as_pylist(revenue_of_rows(net, signed=True)) == as_pylist(
+        partials_of(net_rows(before, after)).toArrow()
+    )
 
 
 def random_shop(rng: random.Random) -> Shop:
@@ -225,11 +272,13 @@ def test_a_change_bears_from_where_the_history_first_differs_not_from_the_versio
     shop.user("u2", "new", 20)
 
     def starts(captured, dimension):
-        found = change_starts(
-            shop.history(spark, captured), shop.history(spark, captured, seen), dimension
-        )
+        now, was = shop.history(spark, captured), shop.history(spark, captured, seen)
+        found = change_starts(now, was, dimension)
         found = found.select("_key", F.unix_micros("_from").alias("_from"), "_new")
-        return {r["_key"]: (from_micros(r["_from"]), r["_new"]) for r in found.collect()}
+        by_spark = {r["_key"]: (from_micros(r["_from"]), r["_new"]) for r in found.collect()}
+        on_driver = change_starts_of_rows(now.toArrow(), was.toArrow(), dimension).to_pylist()
+        assert {r["_key"]: (r["_from"], r["_new"]) for r in on_driver} == by_spark
+        return by_spark
 
     assert starts(USERS, USER) == {"u1": (at(30), False), "u2": (at(20), True)}
     assert starts(PRODUCTS, PRODUCT) == {"p1": (at(50), False)}
