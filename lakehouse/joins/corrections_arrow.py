@@ -36,8 +36,9 @@ def earlier_latest(
     """The latest row, among those batches before `batch_id` wrote to `enriched`, of each
     earlier event of a key the `changes` changed (dimension name -> its changes), from the
     earliest instant they bear on; None when no key changed, when the files that may hold
-    those rows hold more than `speed.correction_read_rows` rows, or when delta-rs cannot read
-    them: read them through Spark then (enrichment.earlier_rows)."""
+    those rows hold more than `speed.correction_read_rows` rows, when the rows read are more
+    than `speed.delta_rs_append_mb` MiB, or when delta-rs cannot read them: read them through
+    Spark then (enrichment.earlier_rows)."""
     bounds = [c.since for c in changes.values() if c.since is not None]
     if not bounds:
         return None
@@ -55,8 +56,12 @@ def earlier_latest(
         day = ds.field("event_date") >= pa.scalar(since.date(), pa.date32())
         instant = ds.field("event_time") >= pa.scalar(since, pa.timestamp("us", "UTC"))
         where = day & instant & where
-    rows = rows_within(settings, enriched, where, settings.speed.correction_read_rows)
-    return None if rows is None else latest_of_keys(rows, keys)
+    speed = settings.speed
+    rows = rows_within(settings, enriched, where, speed.correction_read_rows)
+    # The rows go to Spark in its tasks (a local frame): bounded in bytes as an append is.
+    if rows is None or rows.nbytes > speed.delta_rs_append_mb << 20:
+        return None
+    return latest_of_keys(rows, keys)
 
 
 def latest_of_keys(rows: pa.Table, keys: Mapping[str, pa.ChunkedArray]) -> pa.Table:

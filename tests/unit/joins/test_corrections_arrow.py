@@ -1,6 +1,7 @@
 """lakehouse.joins.corrections_arrow: a correcting batch's earlier rows found on the driver are
 the rows Spark's read finds (each changed key's events' latest rows from the change's start),
-and only while the files that may hold them are few."""
+and only while the files that may hold them are few and the rows read are within the bytes
+bound."""
 
 from __future__ import annotations
 
@@ -81,6 +82,10 @@ def test_the_earlier_rows_found_on_the_driver_are_the_latest_rows_spark_reads(
         update={"speed": settings.speed.model_copy(update={"correction_read_rows": 1})}
     )
     assert earlier_latest(few, ENRICHED, 2, changes) is None
+    small = settings.model_copy(
+        update={"speed": settings.speed.model_copy(update={"delta_rs_append_mb": 0})}
+    )
+    assert earlier_latest(small, ENRICHED, 2, changes) is None  # more bytes than the bound
     new_key = {"users": changes["users"]._replace(new_keys=True)}
     every = earlier_latest(settings, ENRICHED, 2, new_key)
     assert every is not None and {r["event_id"] for r in every.to_pylist()} == {"e1", "e3", "e4"}
