@@ -49,7 +49,8 @@ from lakehouse.core.delta_io import (
 )
 from lakehouse.core.small_tables import table_version as latest_version
 from lakehouse.core.tables import BATCH, table
-from lakehouse.joins.enrichment import DIMENSIONS, EVENT_COLUMNS, history_at
+from lakehouse.joins.dimensions import DIMENSIONS, history_at
+from lakehouse.joins.enrichment import EVENT_COLUMNS
 from lakehouse.transforms.enrichment import enrich_events, revenue_by_segment
 
 if TYPE_CHECKING:

@@ -32,7 +32,9 @@ from lakehouse.core.delta_io import read_table, read_table_at, table_exists
 from lakehouse.core.tables import table
 from lakehouse.core.times import from_micros
 from lakehouse.joins.batch import REVENUE, TIME_COLUMN, VIEW
-from lakehouse.joins.enrichment import DIMENSIONS, SILVER_PIN, Pins, latest_rows, pins_of
+from lakehouse.joins.corrections import latest_rows
+from lakehouse.joins.dimensions import DIMENSIONS
+from lakehouse.joins.enrichment import SILVER_PIN, Pins, pins_of
 from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.joins.reconcile import NothingToReconcile, compare, last_batch
 from lakehouse.serving.serve import Range, RunCoverage, outside

@@ -25,7 +25,7 @@ from lakehouse.transforms.enrichment import PRODUCT, USER, affected_of_rows
 if TYPE_CHECKING:
     from lakehouse.core.config import Settings
     from lakehouse.core.tables import Table
-    from lakehouse.joins.enrichment import Changed
+    from lakehouse.joins.corrections import Changed
 
 DIMENSIONS = {"users": USER, "products": PRODUCT}
 
@@ -38,7 +38,7 @@ def earlier_latest(
     earliest instant they bear on; None when no key changed, when the files that may hold
     those rows hold more than `speed.correction_read_rows` rows, when the rows read are more
     than `speed.delta_rs_append_mb` MiB, or when delta-rs cannot read them: read them through
-    Spark then (enrichment.earlier_rows)."""
+    Spark then (corrections.earlier_rows)."""
     bounds = [c.since for c in changes.values() if c.since is not None]
     if not bounds:
         return None
@@ -65,7 +65,7 @@ def earlier_latest(
 
 
 def latest_of_keys(rows: pa.Table, keys: Mapping[str, pa.ChunkedArray]) -> pa.Table:
-    """Each event's latest row (its highest enriched_batch, as enrichment.latest_rows) among
+    """Each event's latest row (its highest enriched_batch, as corrections.latest_rows) among
     `rows` whose key column holds one of its `keys` (event key column -> keys), in `rows`'
     columns. All rows of an event share its keys, so it keeps all its rows or none."""
     kept = pa.array([False] * rows.num_rows, pa.bool_())

@@ -24,15 +24,13 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Observation, Window
 from pyspark.sql import functions as F
 
 from lakehouse.cdc.changelog import history_table
-from lakehouse.cdc.shop import PRODUCTS, USERS, CapturedTable
 from lakehouse.core.checkpoints import checkpoint_query_id
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import (
@@ -40,25 +38,34 @@ from lakehouse.core.delta_io import (
     append_rows_batch,
     append_small_batch,
     read_table,
-    read_table_at,
     table_exists,
 )
 from lakehouse.core.frames import checkpoint_measured, collect_few
-from lakehouse.core.small_tables import table_arrow
 from lakehouse.core.small_tables import table_version as latest_version
 from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.core.tables import hour_value
-from lakehouse.core.times import from_micros, to_micros
+from lakehouse.core.times import to_micros
 from lakehouse.joins import corrections_arrow
+from lakehouse.joins.corrections import (
+    Changed,
+    Correction,
+    earlier_rows,
+    latest_rows,
+    measured_starts,
+)
+from lakehouse.joins.dimensions import (
+    DIMENSIONS,
+    Known,
+    history_at,
+    history_frame,
+    history_rows,
+)
 from lakehouse.joins.outputs import EnrichmentOutputs
-from lakehouse.transforms.as_of import UNKNOWN, Dimension, timeline
+from lakehouse.transforms.as_of import timeline
 from lakehouse.transforms.enrichment import (
     ENRICHED_COLUMNS,
-    PRODUCT,
     STARTS_SCHEMA,
-    USER,
     affected_events,
-    change_starts,
     change_starts_of_rows,
     corrected_of,
     enrich_by_timelines,
@@ -78,11 +85,6 @@ LIVE = EnrichmentOutputs.live()
 ENRICHED, REVENUE, PINS, PROGRESS = LIVE.enriched, LIVE.revenue, LIVE.pins, LIVE.progress
 EVENT_COLUMNS = ("event_id", "event_type", "user_id", "product_id", "amount", "event_time")
 ROW_COLUMNS = (*EVENT_COLUMNS, "event_date", *ENRICHED_COLUMNS)
-# Each dimension and the captured table whose history it joins.
-DIMENSIONS: dict[str, tuple[Dimension, CapturedTable]] = {
-    "users": (USER, USERS),
-    "products": (PRODUCT, PRODUCTS),
-}
 
 # captured table -> its history's version (None: none yet), and SILVER_PIN -> the version of
 # silver.events when the batch pinned (the newest it can have read: the supervisor's lag).
@@ -483,129 +485,9 @@ def stamped_arrow(rows: pa.Table, batch_id: int, corrected: bool) -> pa.Table:
     )
 
 
-class Known(NamedTuple):
-    """A dimension's history at a pinned version, its timeline (transforms.as_of) and its rows
-    when delta-rs read them (None: read through Spark, and locally checkpointed)."""
-
-    history: DataFrame
-    timeline: DataFrame
-    rows: pa.Table | None
-
-    def release(self) -> None:
-        """Free the local checkpoints it holds."""
-        if self.rows is None:
-            release_local_checkpoint(self.history)
-        release_local_checkpoint(self.timeline)
-
-
-class Correction(NamedTuple):
-    """The earlier events a correcting batch enriches again: their latest rows (`before`),
-    their enrichment at the batch's pins (`after`), and `before`'s rows when on the driver."""
-
-    before: DataFrame
-    after: DataFrame
-    before_rows: pa.Table | None
-
-
-class Changed(NamedTuple):
-    """A dimension's changed keys, each from when on its events may change (change_starts:
-    locally checkpointed, or found on the driver, then `rows` too), with the earliest of those
-    instants (micros; None: no key changed) and whether a key that had no version at all is
-    among them."""
-
-    starts: DataFrame
-    since: int | None
-    new_keys: bool
-    rows: pa.Table | None = None
-
-
-def measured_starts(now: DataFrame, was: DataFrame, dimension: Dimension) -> Changed:
-    """change_starts(now, was, dimension), its earliest start and new keys observed while its
-    checkpoint computes it: no Spark job of their own."""
-    observed = Observation()
-    starts = (
-        change_starts(now, was, dimension)
-        .observe(
-            observed,
-            F.min(F.unix_micros("_from")).alias("since"),
-            F.max(F.col("_new").cast("int")).alias("new_keys"),
-        )
-        .localCheckpoint()
-    )
-    found = observed.get
-    return Changed(starts, found["since"], bool(found["new_keys"]))
-
-
-def earlier_rows(
-    spark: SparkSession,
-    settings: Settings,
-    enriched: Table,
-    batch_id: int,
-    changes: Mapping[str, Changed],
-) -> DataFrame | None:
-    """The rows batches before `batch_id` wrote to `enriched` that may hold an event the
-    `changes` bear on: every row of every event from the earliest such event's time on; None
-    when the changes bear on no event.
-
-    That time is the least start of a changed key (change_starts); or earlier, the oldest
-    `unknown` event of a key that had no version at all before the change, whose events are
-    `unknown` at any time. A key that had a version has no event whose latest row is
-    `unknown`: the latest rows are the enrichment with the previous batch's history."""
-    earlier = read_table(spark, enriched, settings).where(F.col("enriched_batch") < batch_id)
-    bounds = [c.since for c in changes.values() if c.since is not None]
-    for name, changed in changes.items():
-        if changed.new_keys:
-            dimension = DIMENSIONS[name][0]
-            keys = changed.starts.where("_new").select(F.col("_key").alias(dimension.event_key))
-            [[oldest]] = (
-                earlier.where(F.col(dimension.status_column) == UNKNOWN)
-                .join(F.broadcast(keys), dimension.event_key, "left_semi")
-                .agg(F.min(F.unix_micros("event_time")))
-                .collect()
-            )
-            bounds += [] if oldest is None else [oldest]
-    if not bounds:
-        return None
-    since = from_micros(min(bounds))
-    # All rows of an event have its event time, so an event keeps all its rows or none
-    # (latest_rows needs them all); Delta skips the partitions and files that end before.
-    return earlier.where(
-        (F.col("event_date") >= F.lit(since.date())) & (F.col("event_time") >= F.lit(since))
-    )
-
-
 def enrich_as_pinned(events: DataFrame, histories: Mapping[str, Known]) -> DataFrame:
     """`events` enriched as of their time with the dimensions' pinned histories."""
     return enrich_by_timelines(events, histories["users"].timeline, histories["products"].timeline)
-
-
-def history_at(
-    spark: SparkSession, settings: Settings, name: str, version: int | None
-) -> DataFrame:
-    """A dimension's history (DIMENSIONS) at `version`; no rows when it did not exist."""
-    target = history_table(DIMENSIONS[name][1])
-    found = read_table_at(spark, target, settings, version)
-    return found if found is not None else spark.createDataFrame([], target.spark_schema())
-
-
-def history_frame(spark: SparkSession, name: str, rows: pa.Table) -> DataFrame:
-    """A dimension's history rows, read on the driver (history_rows), as a Spark frame."""
-    return spark.createDataFrame(rows, history_table(DIMENSIONS[name][1]).spark_schema())
-
-
-def history_rows(settings: Settings, name: str, version: int | None) -> pa.Table | None:
-    """history_at's rows, read by delta-rs on the driver, or None when it cannot read them (or
-    there was no history then): a history is small (the as-of join broadcasts its timeline),
-    and Spark's read of a Delta version first rebuilds the table's state, which takes longer
-    than reading its rows."""
-    target = history_table(DIMENSIONS[name][1])
-    return None if version is None else table_arrow(settings, target, version)
-
-
-def latest_rows(enriched: DataFrame) -> DataFrame:
-    """Each event's latest row of silver.events_enriched (its highest enriched_batch)."""
-    last = Window.partitionBy("event_id").orderBy(F.col("enriched_batch").desc())
-    return enriched.withColumn("_n", F.row_number().over(last)).where("_n = 1").drop("_n")
 
 
 def pins_of(

@@ -19,13 +19,9 @@ from pyspark.sql import functions as F
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, table_exists
 from lakehouse.core.small_tables import has_rows
-from lakehouse.joins.enrichment import (
-    EVENT_COLUMNS,
-    ROW_COLUMNS,
-    history_at,
-    latest_rows,
-    pins_of,
-)
+from lakehouse.joins.corrections import latest_rows
+from lakehouse.joins.dimensions import history_at
+from lakehouse.joins.enrichment import EVENT_COLUMNS, ROW_COLUMNS, pins_of
 from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.transforms.enrichment import (
     ENRICHED_COLUMNS,

@@ -121,7 +121,8 @@ def revenue_batch(spark: SparkSession, settings: Settings, say: Callable[[str], 
 
 def match_counts(spark: SparkSession, settings: Settings) -> tuple[tuple[str, str, int], ...]:
     from lakehouse.core.delta_io import read_table
-    from lakehouse.joins.enrichment import ENRICHED, latest_rows
+    from lakehouse.joins.corrections import latest_rows
+    from lakehouse.joins.enrichment import ENRICHED
 
     latest = latest_rows(read_table(spark, ENRICHED, settings))
     counts = []

@@ -13,8 +13,9 @@ from lakehouse.cdc.shop import PRODUCTS, USERS
 from lakehouse.core.delta_io import read_table
 from lakehouse.core.frames import rows_frame
 from lakehouse.core.times import to_micros
+from lakehouse.joins.corrections import Changed, latest_rows
 from lakehouse.joins.corrections_arrow import earlier_latest
-from lakehouse.joins.enrichment import ENRICHED, Changed, EnrichmentProcessor, latest_rows
+from lakehouse.joins.enrichment import ENRICHED, EnrichmentProcessor
 from tests.lakehouses import local_lakehouse
 from tests.micro_batches import query_checkpoint
 from tests.unit.joins.histories import at, version, write_history

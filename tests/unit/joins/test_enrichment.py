@@ -16,15 +16,13 @@ from lakehouse.cdc.shop import PRODUCTS, USERS
 from lakehouse.core.delta_io import read_table, table_version
 from lakehouse.core.frames import rows_frame
 from lakehouse.joins import enrichment
+from lakehouse.joins.corrections import earlier_rows, latest_rows, measured_starts
 from lakehouse.joins.enrichment import (
     ENRICHED,
     PINS,
     PROGRESS,
     REVENUE,
     EnrichmentProcessor,
-    earlier_rows,
-    latest_rows,
-    measured_starts,
 )
 from lakehouse.transforms.enrichment import (
     USER,

@@ -18,7 +18,8 @@ from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_new, read_table, small_frame
 from lakehouse.core.small_tables import table_rows
 from lakehouse.core.times import to_micros
-from lakehouse.joins.enrichment import ROW_COLUMNS, latest_rows
+from lakehouse.joins.corrections import latest_rows
+from lakehouse.joins.enrichment import ROW_COLUMNS
 from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.replay.versions import switch_pointer, table_versions
 from lakehouse.serving.serve import serve

@@ -20,7 +20,8 @@ from lakehouse.core.frames import rows_frame
 from lakehouse.core.locks import exclusive_writer
 from lakehouse.core.small_tables import table_version
 from lakehouse.core.tables import Table, table
-from lakehouse.joins.enrichment import ENRICHED, PROGRESS, latest_rows
+from lakehouse.joins.corrections import latest_rows
+from lakehouse.joins.enrichment import ENRICHED, PROGRESS
 from lakehouse.joins.outputs import EnrichmentOutputs
 from lakehouse.transforms.enrichment import combine_revenue
 from tests.jobs_in_process import RunJob
