@@ -20,14 +20,13 @@ import pyarrow.dataset as ds
 
 from lakehouse.core.small_tables import rows_within
 from lakehouse.core.times import from_micros
-from lakehouse.transforms.enrichment import PRODUCT, USER, affected_of_rows
+from lakehouse.joins.dimensions import DIMENSIONS
+from lakehouse.transforms.enrichment import affected_of_rows
 
 if TYPE_CHECKING:
     from lakehouse.core.config import Settings
     from lakehouse.core.tables import Table
     from lakehouse.joins.corrections import Changed
-
-DIMENSIONS = {"users": USER, "products": PRODUCT}
 
 
 def earlier_latest(
@@ -43,7 +42,7 @@ def earlier_latest(
     if not bounds:
         return None
     keys = {
-        DIMENSIONS[name].event_key: (
+        DIMENSIONS[name][0].event_key: (
             c.rows if c.rows is not None else c.starts.select("_key").toArrow()
         )["_key"]
         for name, c in changes.items()
@@ -85,7 +84,7 @@ def affected_rows(latest: pa.Table, changes: Mapping[str, Changed]) -> pa.Table:
     """The events among `latest` (one row each) that the `changes`, found on the driver (their
     `rows`), may re-enrich: affected_of_rows for each dimension, each event once."""
     found = [
-        affected_of_rows(latest, c.rows, DIMENSIONS[name])
+        affected_of_rows(latest, c.rows, DIMENSIONS[name][0])
         for name, c in changes.items()
         if c.rows is not None
     ]
