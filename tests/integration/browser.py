@@ -155,10 +155,22 @@ def submit_login(driver: WebDriver, url: str, user: str, password: str) -> None:
     driver.find_element(By.XPATH, button("Sign in")).click()
 
 
+def text_of(element: WebElement) -> str:
+    """The element's text. Chromium may report an element the page re-rendered meanwhile as
+    an inspector error ("Node with given id does not belong to the document") rather than a
+    stale reference: it is raised as one, which wait_for retries."""
+    try:
+        return element.text
+    except WebDriverException as err:
+        if "does not belong to the document" in (err.msg or ""):
+            raise StaleElementReferenceException(err.msg) from err
+        raise
+
+
 def login_error(driver: WebDriver) -> str | None:
     """The error the login form shows (such as '401 Unauthorized Invalid credentials')."""
     for alert in driver.find_elements(By.CSS_SELECTOR, ".chakra-alert__root"):
-        text = " ".join(alert.text.split())
+        text = " ".join(text_of(alert).split())
         # The form always carries a notice that the simple auth manager is on.
         if text and not text.startswith("Simple auth manager"):
             return text
@@ -167,7 +179,7 @@ def login_error(driver: WebDriver) -> str | None:
 
 def shown_dag_ids(driver: WebDriver) -> list[str]:
     """The DAG ids the DAG list shows (its first page)."""
-    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, "a[data-testid='dag-id']")]
+    return [text_of(e) for e in driver.find_elements(By.CSS_SELECTOR, "a[data-testid='dag-id']")]
 
 
 def airflow_login(driver: WebDriver, url: str, user: str, password: str) -> list[str]:
