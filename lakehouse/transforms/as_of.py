@@ -32,6 +32,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from lakehouse.cdc.shop import CapturedTable
 
 MATCHED, NO_KEY, UNKNOWN, NOT_YET, DELETED = "matched", "no_key", "unknown", "not_yet", "deleted"
@@ -97,11 +99,13 @@ def timeline(history: DataFrame, dimension: Dimension) -> DataFrame:
         *(F.col(c).alias(f"_d_{c}") for c in dimension.columns),
     )
     # A version holds over a whole segment or none of it: each segment runs between two
-    # consecutive instants at which some version of the key starts or ends.
+    # consecutive instants at which some version of the key starts or ends. A version that
+    # ends before it starts (a clock set back) holds no instant, so its end bounds nothing; it
+    # could lie before the key's first start, where the lead-in segment already holds.
     bounds = (
         versions.select("_key", F.col("valid_from").alias("seg_from"))
         .unionByName(
-            versions.where(F.col("valid_to").isNotNull()).select(
+            versions.where(F.col("valid_to") > F.col("valid_from")).select(
                 "_key", F.col("valid_to").alias("seg_from")
             )
         )
@@ -159,3 +163,39 @@ def join_timeline(
         status.alias(dimension.status_column),
         F.col("_t._lsn").alias(dimension.version_column),
     )
+
+
+def join_timeline_of_rows(
+    events: pa.Table, segments: pa.Table, dimension: Dimension, time_column: str = "event_time"
+) -> pa.Table:
+    """join_timeline of rows on the driver (a micro-batch's few events, a timeline collected
+    once per history version): the same rows as Arrow, in `events`' order, without a Spark
+    job. Kept equal to it by tests/unit/transforms/test_as_of.py."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    key, at = dimension.event_key, events[time_column]
+    place = pa.array(range(events.num_rows), pa.int64())
+    candidates = pa.table({"_key": events[key], "_at": at, "_place": place}).join(
+        segments, "_key", join_type="inner"
+    )
+    start, end, when = candidates["seg_from"], candidates["seg_to"], candidates["_at"]
+    # As the join's condition: a null comparison holds nowhere.
+    holds = pc.and_kleene(
+        pc.or_kleene(pc.is_null(start), pc.less_equal(start, when)),
+        pc.or_kleene(pc.is_null(end), pc.less(when, end)),
+    )
+    found = candidates.filter(holds)
+    # Each event's segment (null where none holds): an event falls in at most one.
+    taken = found.take(pc.index_in(place, value_set=found["_place"]))
+    status = pc.if_else(
+        pc.is_null(events[key]),
+        NO_KEY,
+        pc.if_else(pc.is_null(taken["_status"]), UNKNOWN, taken["_status"]),
+    )
+    added = {out: taken[f"_d_{c}"] for c, out in dimension.columns.items()}
+    added |= {dimension.status_column: status, dimension.version_column: taken["_lsn"]}
+    joined = events
+    for name, column in added.items():
+        joined = joined.append_column(name, column)
+    return joined

@@ -20,6 +20,9 @@ from lakehouse.transforms.as_of import (
     UNKNOWN,
     Dimension,
     as_of_join,
+    join_timeline,
+    join_timeline_of_rows,
+    timeline,
 )
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
@@ -172,14 +175,16 @@ def expected_match(versions: list[dict[str, Any]], t: datetime) -> tuple[str, in
     return (NOT_YET if t < min(v["valid_from"] for v in versions) else DELETED), None
 
 
-def test_any_history_gives_each_event_the_version_the_rules_give(spark) -> None:
+def random_case(
+    seed: int,
+) -> tuple[list[tuple[str, str | None, float]], list[dict[str, Any]], dict[str, list[Any]]]:
     """Random histories (gaps, deletes, overlapping versions from a clock set back) and events
-    at random instants, many of them on a version's bounds: the join (each key's timeline,
-    built once) agrees with the rules applied to each event alone."""
+    at random instants, many of them on a version's bounds: (events, history, history by key)."""
     import random
 
-    rng = random.Random(32)
-    history, keyed = [], {}
+    rng = random.Random(seed)
+    history: list[dict[str, Any]] = []
+    keyed: dict[str, list[Any]] = {}
     for k in range(6):
         product_id = f"p{k}"
         keyed[product_id] = []
@@ -195,6 +200,15 @@ def test_any_history_gives_each_event_the_version_the_rules_give(spark) -> None:
         (f"e{i}", rng.choice([*keyed, "unknown", None]), (t - T0).total_seconds() / 60)
         for i, t in enumerate(instants)
     ]
+    return rows, history, keyed
+
+
+@pytest.mark.parametrize("seed", [32, 4, 5, 2026])
+def test_any_history_gives_each_event_the_version_the_rules_give(spark, seed: int) -> None:
+    """The join (each key's timeline, built once) agrees with the rules applied to each event
+    alone, once per event (the seeds after the first hold versions that end before they
+    start, before their key's first start)."""
+    rows, history, keyed = random_case(seed)
     joined = as_of_join(events(spark, rows), products(spark, history), PRODUCT).collect()
     assert len(joined) == len(rows)
     got = {r["event_id"]: (r["product_match"], r["product_version_lsn"]) for r in joined}
@@ -204,3 +218,20 @@ def test_any_history_gives_each_event_the_version_the_rules_give(spark) -> None:
         else:
             want = expected_match(keyed.get(product_id, []), at(minute))
         assert got[event_id] == want, (event_id, product_id, minute)
+
+
+@pytest.mark.parametrize("seed", [32, 7, 2026])
+def test_the_driver_s_join_of_a_timeline_is_spark_s(spark, seed: int) -> None:
+    """join_timeline_of_rows gives join_timeline's rows, column for column, in the events'
+    order; no events give none."""
+    rows, history, _ = random_case(seed)
+    frame = events(spark, rows)
+    segments = timeline(products(spark, history), PRODUCT)
+    want = join_timeline(frame, segments, PRODUCT).toArrow()
+    got = join_timeline_of_rows(frame.toArrow(), segments.toArrow(), PRODUCT)
+    assert got.schema == want.schema
+    assert got["event_id"].to_pylist() == [r[0] for r in rows]
+    assert sorted(got.to_pylist(), key=str) == sorted(want.to_pylist(), key=str)
+    none = join_timeline_of_rows(frame.limit(0).toArrow(), segments.toArrow(), PRODUCT)
+    assert none.num_rows == 0
+    assert none.schema == got.schema
