@@ -26,11 +26,10 @@ if TYPE_CHECKING:
 
 
 class Correction(NamedTuple):
-    """The earlier events a correcting batch enriches again: their latest rows (`before`),
-    their enrichment at the batch's pins (`after`), and `before`'s rows when on the driver."""
+    """The earlier events a correcting batch enriches again: their latest rows, found through
+    Spark (`before`, locally checkpointed) or on the driver (`before_rows`)."""
 
-    before: DataFrame
-    after: DataFrame
+    before: DataFrame | None
     before_rows: pa.Table | None
 
 

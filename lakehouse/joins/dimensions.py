@@ -27,18 +27,20 @@ DIMENSIONS: dict[str, tuple[Dimension, CapturedTable]] = {
 
 
 class Known(NamedTuple):
-    """A dimension's history at a pinned version, its timeline (transforms.as_of) and its rows
-    when delta-rs read them (None: read through Spark, and locally checkpointed)."""
+    """A dimension's history at a pinned version and its timeline (transforms.as_of), with
+    their rows on the driver when delta-rs read the history (`rows` and `segments`; None:
+    read through Spark, both frames locally checkpointed)."""
 
     history: DataFrame
     timeline: DataFrame
     rows: pa.Table | None
+    segments: pa.Table | None
 
     def release(self) -> None:
         """Free the local checkpoints it holds."""
         if self.rows is None:
             release_local_checkpoint(self.history)
-        release_local_checkpoint(self.timeline)
+            release_local_checkpoint(self.timeline)
 
 
 def history_at(

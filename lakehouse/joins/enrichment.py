@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from lakehouse.cdc.changelog import history_table
 from lakehouse.core.checkpoints import checkpoint_query_id
@@ -69,6 +70,7 @@ from lakehouse.transforms.enrichment import (
     change_starts_of_rows,
     corrected_of,
     enrich_by_timelines,
+    enrich_of_rows,
     net_of_rows,
     net_rows,
     partials_of,
@@ -89,6 +91,8 @@ ROW_COLUMNS = (*EVENT_COLUMNS, "event_date", *ENRICHED_COLUMNS)
 # captured table -> its history's version (None: none yet), and SILVER_PIN -> the version of
 # silver.events when the batch pinned (the newest it can have read: the supervisor's lag).
 Pins = Mapping[str, int | None]
+# Each dimension's history at the batch's pins.
+Pinned = Mapping[str, Known]
 SILVER_PIN = "silver"
 
 
@@ -157,7 +161,7 @@ class EnrichmentProcessor:
         batch_id: int,
         untried: bool,
         pinned: tuple[Pins, Future[None]],
-        histories: Mapping[str, Known],
+        histories: Pinned,
         events: DataFrame,
         held: list[DataFrame],
         started: float,
@@ -165,28 +169,22 @@ class EnrichmentProcessor:
         """The batch's enriched rows, corrections, partial rows and progress row; the outputs
         once the pins are recorded (`pinned`: the pins, and their commit)."""
         pins, recorded = pinned
-        # The join keeps every column of the events, event_date among them. Each event once.
-        joined = enrich_as_pinned(events, histories)
         changes = self.corrections(spark, app, batch_id, pins, histories, held)
         if untried:
-            speed = self.settings.speed
-            few = collect_few(
-                with_net(joined, changes),
-                speed.delta_rs_append_rows,
-                speed.delta_rs_append_mb << 20,
-            )
+            few = self.rows_on_driver(spark, events, changes, histories)
             if few is not None:
-                before = None if changes is None else changes.before_rows
-                self.write_from_driver(spark, app, batch_id, pins, (few, before), recorded, started)
+                self.write_from_driver(spark, app, batch_id, pins, few, recorded, started)
                 return
-        fresh, events_count, events_bytes = checkpoint_measured(joined)
+        # The join keeps every column of the events, event_date among them. Each event once.
+        fresh, events_count, events_bytes = checkpoint_measured(enrich_as_pinned(events, histories))
         held.append(fresh)
         rows = self.stamped(fresh, batch_id, False)
         partials = revenue_by_segment(fresh)
         corrected_count = corrected_bytes = 0
         if changes is not None:
             # Enriched again once: both the corrected rows and the partial rows come from it.
-            net = net_rows(changes.before, changes.after).localCheckpoint()
+            before = self.before_frame(spark, changes)
+            net = net_rows(before, enriched_again(before, histories)).localCheckpoint()
             corrected, corrected_count, corrected_bytes = checkpoint_measured(corrected_of(net))
             held += [net, corrected]
             rows = rows.unionByName(self.stamped(corrected, batch_id, True))
@@ -216,6 +214,46 @@ class EnrichmentProcessor:
             spark, app, batch_id, untried, pins, (events_count, corrected_count), started
         )
 
+    def rows_on_driver(
+        self,
+        spark: SparkSession,
+        events: DataFrame,
+        changes: Correction | None,
+        histories: Pinned,
+    ) -> tuple[pa.Table, pa.Table | None] | None:
+        """The batch's enriched rows and its correction's net rows (net_rows; None without a
+        correction) on the driver, or None when they are more than delta-rs appends
+        (speed.delta_rs_append_rows and _mb). One Spark job: the events collected and enriched
+        on the driver when the timelines and the corrected events' rows are there
+        (enrich_of_rows), else their join (and the correction) collected."""
+        speed = self.settings.speed
+        bounds = speed.delta_rs_append_rows, speed.delta_rs_append_mb << 20
+        before = None if changes is None else changes.before_rows
+        users, products = histories["users"].segments, histories["products"].segments
+        if users is None or products is None or (changes is not None and before is None):
+            joined = enrich_as_pinned(events, histories)
+            earlier = None if changes is None else self.before_frame(spark, changes)
+            rows = collect_few(with_net(joined, earlier, before is not None, histories), *bounds)
+            if rows is None:
+                return None
+            side = rows["_side"]
+            fresh = rows.filter(pc.equal(side, 0)).drop_columns(["_side"])
+            net = rows.filter(pc.not_equal(side, 0))
+            if before is not None:
+                net = net_of_rows(before, net.drop_columns(["_side"]))
+            return fresh, None if changes is None else net
+        found = collect_few(events, *bounds)
+        if found is None:
+            return None
+        fresh = enrich_of_rows(found, users, products).select(list(ROW_COLUMNS))
+        if before is None:
+            return fresh, None
+        again = enrich_of_rows(before.select([*EVENT_COLUMNS, "event_date"]), users, products)
+        # Bound as the collect of with_net: the batch's rows and the affected events' again.
+        if fresh.num_rows + again.num_rows > bounds[0] or fresh.nbytes + again.nbytes > bounds[1]:
+            return None
+        return fresh, net_of_rows(before, again.select(list(ROW_COLUMNS)))
+
     def write_from_driver(
         self,
         spark: SparkSession,
@@ -226,20 +264,18 @@ class EnrichmentProcessor:
         recorded: Future[None],
         started: float,
     ) -> None:
-        """An untried batch, its rows few and `collected` (with_net, and the corrected events'
-        rows before when on the driver): the enriched rows and the corrected ones, and the
-        view's partial rows summed from both on the driver (revenue_of_rows), committed by
-        delta-rs side by side once the pins are `recorded`, then the progress row. Its rows'
-        collect was its last Spark job."""
+        """An untried batch, its rows few and `collected` (rows_on_driver): the enriched rows
+        and the corrected ones, and the view's partial rows summed from both on the driver
+        (revenue_of_rows), committed by delta-rs side by side once the pins are `recorded`,
+        then the progress row. Its rows' collect was its last Spark job."""
         settings, out = self.settings, self.outputs
-        rows, before = collected
-        side = rows["_side"]
-        fresh = rows.filter(pc.equal(side, 0))
-        net = rows.filter(pc.not_equal(side, 0))
-        if before is not None:
-            net = net_of_rows(before, net.drop_columns(["_side"]))
-        corrected = net.filter(pc.greater(net["_side"], 0))
-        partials = pa.concat_tables([revenue_of_rows(fresh), revenue_of_rows(net, signed=True)])
+        fresh, net = collected
+        partials = revenue_of_rows(fresh)
+        if net is None:
+            corrected = fresh.slice(0, 0)
+        else:
+            corrected = net.filter(pc.greater(net["_side"], 0))
+            partials = pa.concat_tables([partials, revenue_of_rows(net, signed=True)])
         partials = partials.append_column(
             "batch_id", pa.array([batch_id] * partials.num_rows, pa.int64())
         )
@@ -332,13 +368,17 @@ class EnrichmentProcessor:
                 if dropped is not None:
                     dropped[1].release()
                 self._previous[name] = (old[1], self._histories.pop(old))
+            dimension = DIMENSIONS[name][0]
             rows = history_rows(self.settings, name, version)
             if rows is None:
                 found = history_at(spark, self.settings, name, version).localCheckpoint()
-            else:  # on the driver already: nothing to checkpoint
+                segments = timeline(found, dimension).localCheckpoint()
+                self._histories[key] = Known(found, segments, None, None)
+            else:  # on the driver already, and so its timeline: nothing to checkpoint
                 found = history_frame(spark, name, rows)
-            segments = timeline(found, DIMENSIONS[name][0]).localCheckpoint()
-            self._histories[key] = Known(found, segments, rows)
+                lines = timeline(found, dimension).toArrow()
+                segments = spark.createDataFrame(lines)
+                self._histories[key] = Known(found, segments, rows, lines)
         return self._histories[key]
 
     def earlier_history(
@@ -377,7 +417,7 @@ class EnrichmentProcessor:
         app: str,
         batch_id: int,
         pins: Pins,
-        histories: Mapping[str, Known],
+        histories: Pinned,
         held: list[DataFrame],
     ) -> Correction | None:
         """The earlier events a change since the previous batch's pins may re-enrich: their
@@ -398,12 +438,15 @@ class EnrichmentProcessor:
         if not changes:
             return None
         held.extend(c.starts for c in changes.values() if c.rows is None)
-        found = self.affected(spark, batch_id, changes, held)
-        if found is None:
-            return None
-        before, rows = found
-        after = enrich_as_pinned(before.select(*EVENT_COLUMNS, "event_date"), histories)
-        return Correction(before, after.select(*ROW_COLUMNS), rows)
+        return self.affected(spark, batch_id, changes, held)
+
+    def before_frame(self, spark: SparkSession, changes: Correction) -> DataFrame:
+        """The corrected events' latest rows (ROW_COLUMNS) as a Spark frame."""
+        if changes.before is not None:
+            return changes.before
+        schema = self.outputs.enriched.spark_schema()
+        columns = StructType([schema[name] for name in ROW_COLUMNS])
+        return spark.createDataFrame(changes.before_rows, columns)
 
     def affected(
         self,
@@ -411,18 +454,16 @@ class EnrichmentProcessor:
         batch_id: int,
         changes: Mapping[str, Changed],
         held: list[DataFrame],
-    ) -> tuple[DataFrame, pa.Table | None] | None:
-        """The latest rows (ROW_COLUMNS) of the earlier events the `changes` may re-enrich,
-        and the same rows on the driver when found there; None when they bear on no event.
-        On the driver while the rows to read are few and the changes were found there
-        (corrections_arrow), else through Spark."""
+    ) -> Correction | None:
+        """The latest rows (ROW_COLUMNS) of the earlier events the `changes` may re-enrich;
+        None when they bear on no event. On the driver while the rows to read are few and the
+        changes were found there (corrections_arrow), else through Spark."""
         enriched = self.outputs.enriched
         schema = enriched.spark_schema()
         found = corrections_arrow.earlier_latest(self.settings, enriched, batch_id, changes)
         if found is not None and all(c.rows is not None for c in changes.values()):
             rows = corrections_arrow.affected_rows(found, changes)
-            frame = spark.createDataFrame(rows, schema).select(*ROW_COLUMNS)
-            return frame, rows.select(list(ROW_COLUMNS))
+            return Correction(None, rows.select(list(ROW_COLUMNS)))
         latest = (
             self.earlier_latest(spark, batch_id, changes)
             if found is None
@@ -436,7 +477,7 @@ class EnrichmentProcessor:
         before = affected[0] if len(affected) == 1 else affected[0].unionByName(affected[1])
         before = before.distinct().select(*ROW_COLUMNS).localCheckpoint()
         held.append(before)
-        return before, None
+        return Correction(before, None)
 
     def earlier_latest(
         self, spark: SparkSession, batch_id: int, changes: Mapping[str, Changed]
@@ -460,17 +501,20 @@ class EnrichmentProcessor:
         return latest_rows(of_keys[0].unionByName(of_keys[1]).distinct())
 
 
-def with_net(joined: DataFrame, changes: Correction | None) -> DataFrame:
-    """A batch's enriched rows (`_side` 0) and, for a correcting batch, the net rows of its
-    `changes` (net_rows of before and after: -1 an event as it was enriched, +1 as it is);
-    when the rows before are on the driver, their events enriched again (+1), which the
-    driver nets (net_of_rows)."""
+def with_net(
+    joined: DataFrame, before: DataFrame | None, netted_on_driver: bool, histories: Pinned
+) -> DataFrame:
+    """A batch's enriched rows (`_side` 0) and, for a correcting batch, the net rows of the
+    corrected events' latest rows `before` and their enrichment again (net_rows: -1 an event
+    as it was enriched, +1 as it is); when the driver nets them (net_of_rows), the events
+    enriched again (+1)."""
     rows = joined.select(*ROW_COLUMNS, F.lit(0).cast("bigint").alias("_side"))
-    if changes is None:
+    if before is None:
         return rows
-    if changes.before_rows is not None:
-        return rows.unionByName(changes.after.withColumn("_side", F.lit(1).cast("bigint")))
-    net = net_rows(changes.before, changes.after)
+    after = enriched_again(before, histories)
+    if netted_on_driver:
+        return rows.unionByName(after.withColumn("_side", F.lit(1).cast("bigint")))
+    net = net_rows(before, after)
     net = net.withColumn("_side", F.col("_side").cast("bigint"))
     return rows.unionByName(net.select(*ROW_COLUMNS, "_side"))
 
@@ -485,9 +529,15 @@ def stamped_arrow(rows: pa.Table, batch_id: int, corrected: bool) -> pa.Table:
     )
 
 
-def enrich_as_pinned(events: DataFrame, histories: Mapping[str, Known]) -> DataFrame:
+def enrich_as_pinned(events: DataFrame, histories: Pinned) -> DataFrame:
     """`events` enriched as of their time with the dimensions' pinned histories."""
     return enrich_by_timelines(events, histories["users"].timeline, histories["products"].timeline)
+
+
+def enriched_again(before: DataFrame, histories: Pinned) -> DataFrame:
+    """Earlier events' latest rows (ROW_COLUMNS) enriched again at the batch's pins."""
+    events = before.select(*EVENT_COLUMNS, "event_date")
+    return enrich_as_pinned(events, histories).select(*ROW_COLUMNS)
 
 
 def pins_of(

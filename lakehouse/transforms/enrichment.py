@@ -25,7 +25,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.cdc.shop import PRODUCTS, USERS
-from lakehouse.transforms.as_of import MATCHED, UNKNOWN, Dimension, join_timeline, timeline
+from lakehouse.transforms.as_of import (
+    MATCHED,
+    UNKNOWN,
+    Dimension,
+    join_timeline,
+    join_timeline_of_rows,
+    timeline,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,6 +71,15 @@ def enrich_by_timelines(
     return events.transform(join_timeline, products_timeline, PRODUCT).transform(
         join_timeline, users_timeline, USER
     )
+
+
+def enrich_of_rows(
+    events: pa.Table, users_timeline: pa.Table, products_timeline: pa.Table
+) -> pa.Table:
+    """enrich_by_timelines of rows on the driver (a micro-batch's few events, the timelines'
+    rows): the same rows as Arrow, without a Spark job (as_of.join_timeline_of_rows)."""
+    products = join_timeline_of_rows(events, products_timeline, PRODUCT)
+    return join_timeline_of_rows(products, users_timeline, USER)
 
 
 def _label(dimension: Dimension, column: str) -> Column:

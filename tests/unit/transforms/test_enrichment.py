@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from lakehouse.cdc.shop import PRODUCTS, USERS, CapturedTable
 from lakehouse.core.frames import rows_frame
 from lakehouse.core.times import from_micros
+from lakehouse.transforms.as_of import timeline
 from lakehouse.transforms.changes import history_rows
 from lakehouse.transforms.enrichment import (
     PRODUCT,
@@ -24,7 +25,9 @@ from lakehouse.transforms.enrichment import (
     change_starts_of_rows,
     combine_revenue,
     correction_partials,
+    enrich_by_timelines,
     enrich_events,
+    enrich_of_rows,
     net_of_rows,
     net_rows,
     partials_of,
@@ -154,8 +157,8 @@ def test_the_view_summed_on_the_driver_is_the_view_spark_sums(spark, seed: int) 
 def test_a_correction_found_on_the_driver_is_the_one_spark_finds(spark, seed: int) -> None:
     """The driver's twins of a correction's steps (a correcting micro-batch's few rows)
     against Spark's, on a random late change: change_starts_of_rows, affected_of_rows,
-    net_of_rows and revenue_of_rows(signed) give the rows change_starts, affected_events,
-    net_rows and partials_of give."""
+    enrich_of_rows, net_of_rows and revenue_of_rows(signed) give the rows change_starts,
+    affected_events, enrich_by_timelines, net_rows and partials_of give."""
     rng = random.Random(seed)
     shop = random_shop(rng)
     clicks = random_events(spark, rng).cache()
@@ -173,11 +176,15 @@ def test_a_correction_found_on_the_driver_is_the_one_spark_finds(spark, seed: in
         on_driver.append(affected_of_rows(enriched_then.toArrow(), found, dimension))
         assert as_pylist(on_driver[-1]) == as_pylist(by_spark[-1].toArrow())
     before = by_spark[0].unionByName(by_spark[1]).distinct()
-    after = enrich_events(
-        before.select(*clicks.columns),
-        shop.history(spark, USERS),
-        shop.history(spark, PRODUCTS),
+    timelines = [
+        timeline(shop.history(spark, c), d) for c, d in ((USERS, USER), (PRODUCTS, PRODUCT))
+    ]
+    after = enrich_by_timelines(before.select(*clicks.columns), *timelines)
+    again = enrich_of_rows(
+        before.select(*clicks.columns).toArrow(), *(t.toArrow() for t in timelines)
     )
+    assert again.schema == after.toArrow().schema
+    assert as_pylist(again) == as_pylist(after.toArrow())
     net = net_of_rows(before.toArrow(), after.toArrow())
     assert net.num_rows > 0, "the late change re-enriches some event"
     # An event enriched alike nets to nothing, its null columns (no product) included.
