@@ -52,15 +52,9 @@ from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table
 from lakehouse.core.kafka_io import connect, delete_topics
 from lakehouse.core.spark import get_spark
-from lakehouse.generator.shop_changes import (
-    DELETE,
-    KEY_UPDATE,
-    TABLE_KEYS,
-    ChangeConfig,
-    apply_changes,
-    read_ledger,
-)
-from lakehouse.generator.shop_changes import connect as connect_shop
+from lakehouse.generator.shop_apply import apply_changes, read_ledger
+from lakehouse.generator.shop_apply import connect as connect_shop
+from lakehouse.generator.shop_changes import DELETE, KEY_UPDATE, TABLE_KEYS, ChangeConfig
 
 if TYPE_CHECKING:
     import pandas as pd

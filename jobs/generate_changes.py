@@ -28,14 +28,13 @@ from jobs.parser import OneLineParser, writable_ledger
 from lakehouse.cdc.database import ShopUnavailableError
 from lakehouse.core.config import ConfigError, get_settings
 from lakehouse.core.processes import stop_on_signals
-from lakehouse.generator.shop_changes import (
+from lakehouse.generator.shop_apply import (
     ChangeApplyError,
-    ChangeConfig,
     apply_changes,
     default_ledger,
-    paced_step,
     summary_lines,
 )
+from lakehouse.generator.shop_changes import ChangeConfig, paced_step
 
 JOB = "generate_changes"
 

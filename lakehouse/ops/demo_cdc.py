@@ -63,7 +63,7 @@ def run_cdc_demo(spark: SparkSession, settings: Settings, say: Callable[[str], N
     from lakehouse.cdc.connector import CdcError
     from lakehouse.core.kafka_io import KafkaUnavailableError
     from lakehouse.core.kafka_offsets import end_offsets
-    from lakehouse.generator.shop_changes import ChangeApplyError
+    from lakehouse.generator.shop_apply import ChangeApplyError
 
     try:
         say("==> change data capture: the connector")
@@ -94,7 +94,8 @@ def seed_shop(settings: Settings) -> str:
 
     from lakehouse.core.paths import state_dir
     from lakehouse.generator.clickstream import PRODUCTS, GeneratorConfig
-    from lakehouse.generator.shop_changes import ChangeConfig, apply_changes
+    from lakehouse.generator.shop_apply import apply_changes
+    from lakehouse.generator.shop_changes import ChangeConfig
 
     now = datetime.now(UTC)
     cfg = ChangeConfig(

@@ -33,14 +33,13 @@ from lakehouse.cdc.database import connect
 from lakehouse.cdc.shop import CAPTURED
 from lakehouse.core.config import CdcSettings, Settings, load_settings
 from lakehouse.core.tables import Table
+from lakehouse.generator.shop_apply import apply_changes, read_ledger
 from lakehouse.generator.shop_changes import (
     KEY_UPDATE,
     TABLE_KEYS,
     ChangeConfig,
-    apply_changes,
     final_rows,
     json_row,
-    read_ledger,
 )
 from tests.conftest import RUN_ID, TOPIC_PREFIX
 

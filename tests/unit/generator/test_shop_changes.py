@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from lakehouse.generator.clickstream import GeneratorConfig, generate_events, generate_records
+from lakehouse.generator.shop_apply import lsn_number
 from lakehouse.generator.shop_changes import (
     DELETE,
     INSERT,
@@ -31,7 +32,6 @@ from lakehouse.generator.shop_changes import (
     empty_shop,
     final_rows,
     json_row,
-    lsn_number,
     plan_changes,
     planned_count,
     product_key,
