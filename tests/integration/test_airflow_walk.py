@@ -229,6 +229,9 @@ def _run_from_form(
         form = open_trigger_form(browser, airflow_up, dag_id)
         fill(form)
         run_id = submit_trigger_form(browser, form, dag_id)
+        # The page of a running run redraws itself every few seconds: the browser leaves it
+        # while the REST API waits, so the wait draws nothing.
+        browser.get("about:blank")
         run, tis = af.wait_for_run(api, dag_id, run_id, RUN_TIMEOUT)
     assert run["state"] in af.FINAL_STATES, f"{dag_id} {run_id} still {run['state']}"
     if expected is not None:
