@@ -40,6 +40,7 @@ from lakehouse.cdc.shop import CAPTURED, ORDERS, USERS, CapturedTable
 from lakehouse.cdc.user_orders import VIEW, maintained
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, read_table_at, table_exists, table_version
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.small_tables import has_rows
 from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.transforms.changes import (
@@ -252,7 +253,7 @@ def reconcile_user_orders(
     try:
         recomputed = user_orders(users, orders).join(in_flight, "user_id", "left_anti")
         if view is None:
-            view = spark.createDataFrame([], VIEW.spark_schema())
+            view = rows_frame(spark, [], VIEW.spark_schema())
         stream = view.join(in_flight, "user_id", "left_anti")
         columns = list(VIEW_COLUMNS)
         comparison = compare_rows(

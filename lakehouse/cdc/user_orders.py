@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from lakehouse.cdc.shop import ORDERS, USERS, CapturedTable
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import append_once, merge_once, read_table, table_exists
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import table
 from lakehouse.transforms.user_orders import (
     VIEW_COLUMNS,
@@ -83,7 +84,7 @@ def read_current(spark: SparkSession, settings: Settings, captured: CapturedTabl
     target = table(f"silver.{captured.name}_current")
     if table_exists(spark, target, settings):
         return read_table(spark, target, settings)
-    return spark.createDataFrame([], target.spark_schema())
+    return rows_frame(spark, [], target.spark_schema())
 
 
 def refresh_user_orders(
@@ -106,7 +107,7 @@ def refresh_user_orders(
     ids = [r["user_id"] for r in affected_users(users_changes, orders_changes).collect()]
     if not ids:
         return
-    affected = spark.createDataFrame([(i,) for i in ids], "user_id string")
+    affected = rows_frame(spark, [(i,) for i in ids], "user_id string")
     mine = F.col("user_id").isin(ids)
     rows = user_orders_of(users.where(mine), orders.where(mine), affected)
     source = affected.join(rows.withColumn(LIVE, F.lit(True)), "user_id", "left")

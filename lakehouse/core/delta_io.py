@@ -401,7 +401,7 @@ def read_before_batch(
         earlier = read_table_at(spark, table, settings, version - 1)
         assert earlier is not None
         return earlier
-    return spark.createDataFrame([], table.spark_schema())
+    return rows_frame(spark, [], table.spark_schema())
 
 
 def append_new(df: DataFrame, table: Table, settings: Settings) -> None:

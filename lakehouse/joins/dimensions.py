@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from lakehouse.cdc.changelog import history_table
 from lakehouse.cdc.shop import PRODUCTS, USERS, CapturedTable
 from lakehouse.core.delta_io import read_table_at
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.small_tables import table_arrow
 from lakehouse.core.spark import release_local_checkpoint
 from lakehouse.transforms.as_of import Dimension
@@ -49,7 +50,7 @@ def history_at(
     """A dimension's history (DIMENSIONS) at `version`; no rows when it did not exist."""
     target = history_table(DIMENSIONS[name][1])
     found = read_table_at(spark, target, settings, version)
-    return found if found is not None else spark.createDataFrame([], target.spark_schema())
+    return found if found is not None else rows_frame(spark, [], target.spark_schema())
 
 
 def history_frame(spark: SparkSession, name: str, rows: pa.Table) -> DataFrame:

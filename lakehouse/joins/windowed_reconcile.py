@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.core.config import Settings
 from lakehouse.core.delta_io import read_table, table_exists
+from lakehouse.core.frames import rows_frame
 from lakehouse.joins.windowed import QUERIES, JoinQuery, Side
 
 if TYPE_CHECKING:
@@ -153,8 +154,6 @@ def _side_late_per_batch(late: DataFrame, side: Side, columns: list[str]) -> dic
 def _late_watermarks(spark: SparkSession, watermarks: dict[int, int | None]) -> DataFrame:
     """(batch, the watermark a row it read must be after, in microseconds): the watermark of
     the batch before."""
-    from lakehouse.core.frames import rows_frame
-
     rows = [(batch, watermarks.get(batch - 1)) for batch in watermarks]
     return rows_frame(spark, rows, f"{READ_BATCH} bigint, _late_watermark bigint")
 
@@ -164,7 +163,7 @@ def _stream_output(
 ) -> DataFrame:
     """The stream's output rows up to batch `last` (a batch only writes when it emits)."""
     if not table_exists(spark, query.output, settings):
-        return spark.createDataFrame([], query.output.spark_schema()).drop("batch_id")
+        return rows_frame(spark, [], query.output.spark_schema()).drop("batch_id")
     rows = read_table(spark, query.output, settings)
     return rows.where(F.col("batch_id") <= last).drop("batch_id")
 

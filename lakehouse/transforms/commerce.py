@@ -26,6 +26,7 @@ from lakehouse.core.events import (
     REASON_OVERSIZED,
     REASON_WRONG_TYPE,
 )
+from lakehouse.core.frames import rows_frame
 from lakehouse.core.tables import ORDER_STATE, REJECTED_TRANSITIONS
 from lakehouse.transforms.json_text import with_one_json_object
 from lakehouse.transforms.parse import decoded_value
@@ -241,7 +242,7 @@ _EVENT_FIELDS = (
 
 def empty_state(spark: SparkSession) -> DataFrame:
     """No state rows (the fold of a whole log starts from it), in silver.order_state's shape."""
-    return spark.createDataFrame([], ORDER_STATE)
+    return rows_frame(spark, [], ORDER_STATE)
 
 
 def _start(previous: Column) -> Column:
