@@ -52,7 +52,8 @@ from lakehouse.core.config import Settings, load_settings
 from lakehouse.core.delta_io import read_table
 from lakehouse.core.kafka_io import connect, delete_topics
 from lakehouse.core.spark import get_spark
-from lakehouse.generator.shop_apply import apply_changes, read_ledger
+from lakehouse.generator.ledger import read_ledger
+from lakehouse.generator.shop_apply import apply_changes
 from lakehouse.generator.shop_apply import connect as connect_shop
 from lakehouse.generator.shop_changes import DELETE, KEY_UPDATE, TABLE_KEYS, ChangeConfig
 

@@ -39,6 +39,7 @@ from lakehouse.core.events import (
 )
 from lakehouse.core.paths import state_dir
 from lakehouse.core.times import END, HANDLED, TimeRangeError, handled
+from lakehouse.generator.ledger import sleep_until
 
 if TYPE_CHECKING:
     from lakehouse.core.config import Settings
@@ -603,7 +604,7 @@ def produce(
         paced_from = time.monotonic()
         for record in generate_records(cfg):
             if realtime:
-                _sleep_until(paced_from + record.ledger["seq"] / cfg.rate, stopping)
+                sleep_until(paced_from + record.ledger["seq"] / cfg.rate, stopping)
             if stopping.is_set():
                 return
             in_flight.append(record.ledger)
@@ -673,18 +674,6 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     if summary["sent"] < summary["requested"]:
         lines.append("    stopped early by a signal; the ledger lists every record sent")
     return lines
-
-
-def read_ledger(path: str | Path) -> list[dict[str, Any]]:
-    """The ledger entries of one run, in sending order."""
-    with Path(path).open() as lines:
-        return [json.loads(line) for line in lines if line.strip()]
-
-
-def _sleep_until(deadline: float, stop: threading.Event) -> None:
-    delay = deadline - time.monotonic()
-    if delay > 0.001:  # shorter sleeps cost more than they pace
-        stop.wait(delay)  # not time.sleep: a stop request must not wait out a slow rate
 
 
 def _print_progress(sent: int, total: int, seconds: float) -> None:

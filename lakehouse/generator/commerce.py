@@ -369,9 +369,3 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
         f"    payments missing: {summary['missing_payments']} orders",
         f"    ledger:   {summary['ledger']}",
     ]
-
-
-def read_ledger(path: str | Path) -> list[dict[str, Any]]:
-    """The ledger entries of one run, in sending order."""
-    with Path(path).open() as lines:
-        return [json.loads(line) for line in lines if line.strip()]

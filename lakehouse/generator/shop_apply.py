@@ -18,6 +18,7 @@ from lakehouse.cdc import database as shop_database
 from lakehouse.cdc.database import ShopUnavailableError, first_line
 from lakehouse.core.paths import state_dir
 from lakehouse.generator.clickstream import ledger_problem
+from lakehouse.generator.ledger import sleep_until
 from lakehouse.generator.shop_changes import (
     DELETE,
     INSERT,
@@ -188,7 +189,7 @@ class _Run:
             with self.conn.cursor() as cur:
                 for number, change in enumerate(changes):
                     if rate is not None:
-                        _sleep_until(self.started + number / rate, stop)
+                        sleep_until(self.started + number / rate, stop)
                     if stop.is_set():
                         break
                     pending.append(self._execute(cur, change))
@@ -281,15 +282,3 @@ def default_ledger(seed: int) -> Path:
     """Where a run's ledger goes unless told: the state folder's ledgers/, by time and seed."""
     moment = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     return state_dir() / "ledgers" / f"{moment}-changes-seed{seed}.jsonl"
-
-
-def read_ledger(path: str | Path) -> list[dict[str, Any]]:
-    """The entries of one run's ledger, in commit order."""
-    with Path(path).open() as lines:
-        return [json.loads(line) for line in lines if line.strip()]
-
-
-def _sleep_until(deadline: float, stop: threading.Event) -> None:
-    delay = deadline - time.monotonic()
-    if delay > 0.001:  # shorter sleeps cost more than they pace
-        stop.wait(delay)  # not time.sleep: a stop request must not wait out a slow rate

@@ -26,8 +26,8 @@ from lakehouse.generator.clickstream import (
     GeneratorConfig,
     preset_config,
     produce,
-    read_ledger,
 )
+from lakehouse.generator.ledger import read_ledger
 from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.speed.stream import start_query
 from lakehouse.speed.supervisor import SpeedLayerSupervisor

@@ -33,7 +33,8 @@ from lakehouse.cdc.database import connect
 from lakehouse.cdc.shop import CAPTURED
 from lakehouse.core.config import CdcSettings, Settings, load_settings
 from lakehouse.core.tables import Table
-from lakehouse.generator.shop_apply import apply_changes, read_ledger
+from lakehouse.generator.ledger import read_ledger
+from lakehouse.generator.shop_apply import apply_changes
 from lakehouse.generator.shop_changes import (
     KEY_UPDATE,
     TABLE_KEYS,

@@ -21,8 +21,8 @@ from lakehouse.core.config import Settings, load_settings
 from lakehouse.generator.clickstream import (
     preset_config,
     produce,
-    read_ledger,
 )
+from lakehouse.generator.ledger import read_ledger
 from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.speed.stream import start_query
 from tests.conftest import new_topic

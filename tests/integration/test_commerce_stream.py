@@ -31,8 +31,8 @@ from lakehouse.generator.commerce import (
     FATE_QUARANTINE,
     FATE_REJECTED,
     ORDER_EVENTS,
-    read_ledger,
 )
+from lakehouse.generator.ledger import read_ledger
 from lakehouse.joins.windowed import queries_of
 from tests.conftest import new_topic
 

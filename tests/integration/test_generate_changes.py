@@ -15,7 +15,7 @@ from psycopg import sql
 
 from jobs.contract import Exit, read_result
 from lakehouse.core.config import CdcSettings, Settings
-from lakehouse.generator.shop_apply import read_ledger
+from lakehouse.generator.ledger import read_ledger
 from lakehouse.generator.shop_changes import OPS, TABLE_COLUMNS, TABLE_KEYS, final_rows, json_row
 from tests.conftest import RUN_ID
 from tests.integration.cdc_capture import database

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from lakehouse.core.config import Settings
-from lakehouse.generator.clickstream import KINDS, read_ledger
+from lakehouse.generator.clickstream import KINDS
+from lakehouse.generator.ledger import read_ledger
 from tests.conftest import new_topic
 from tests.jobs_in_process import Ran, RunJob
 

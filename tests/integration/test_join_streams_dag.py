@@ -35,6 +35,7 @@ from lakehouse.core.small_tables import table_rows
 from lakehouse.core.tables import table
 from lakehouse.generator import commerce
 from lakehouse.generator.clickstream import GeneratorConfig, produce
+from lakehouse.generator.ledger import read_ledger
 from lakehouse.joins.supervisor import EnrichmentSupervisor
 from lakehouse.joins.windowed_supervisor import StreamJoinsSupervisor
 from lakehouse.reconcile.joins import recorded_run_id
@@ -104,7 +105,7 @@ def _produce_orders(settings: Settings, seed: int, ledger: Path) -> list[dict[st
     probe = commerce.CommerceConfig(orders=30, seed=seed, start=now)
     orders = replace(probe, start=now - (probe.last_moment() - now) - timedelta(minutes=1))
     commerce.produce(settings, orders, ledger)
-    return commerce.read_ledger(ledger)
+    return read_ledger(ledger)
 
 
 def test_ensure_runs_start_each_join_stream_check_it_and_find_it_equal_to_its_recompute(

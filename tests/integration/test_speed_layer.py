@@ -14,8 +14,8 @@ from lakehouse.core.delta_io import read_table
 from lakehouse.generator.clickstream import (
     preset_config,
     produce,
-    read_ledger,
 )
+from lakehouse.generator.ledger import read_ledger
 from lakehouse.speed.outputs import SpeedOutputs
 from lakehouse.speed.stream import start_query
 from tests.conftest import new_topic

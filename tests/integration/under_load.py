@@ -79,7 +79,7 @@ class UnderLoad:
     def catch_up(self) -> None:
         """Every record acknowledged, and read by the stream, which is still running."""
         from lakehouse.core.kafka_offsets import end_offsets
-        from lakehouse.generator.clickstream import read_ledger
+        from lakehouse.generator.ledger import read_ledger
         from lakehouse.speed.progress import latest_progress
 
         self.producer.join(timeout=120)
