@@ -139,16 +139,24 @@ def connect_up(minio_settings: Settings, kafka_up: str, postgres_up: str) -> str
     return require("connect", lambda: http_ok(f"{url}/"), "Kafka Connect", url)
 
 
+# The run's own driver runs a thousand tests' queries, and Spark keeps what they cached
+# (Delta's table snapshots, local checkpoints) until its storage share of the heap is full:
+# with the jobs' 2 GB, the rest of the heap ran short late in the run and the driver spent
+# its time in full collections, one after another.
+RUN_DRIVER_MEMORY = "4g"
+
+
 @pytest.fixture(scope="session")
 def driver_settings(minio_settings: Settings, request: pytest.FixtureRequest) -> Settings:
-    """The settings of this run's own Spark driver. The driver lives as long as the run: with
-    integration tests in it (`make test`, about 15 minutes) the C2 compiler's code pays back
-    its compiling, so the driver keeps both compilers. The jobs the tests start, and the
-    driver of a run without integration tests (`make test-fast`, three minutes), run with the
-    tests' JVM options (infra/test_env.py: C1 only)."""
-    if not any("/integration/" in str(item.path) for item in request.session.items):
-        return minio_settings
-    spark = minio_settings.spark.model_copy(update={"java_options": ""})
+    """The settings of this run's own Spark driver, with RUN_DRIVER_MEMORY. The driver lives
+    as long as the run: with integration tests in it (`make test`, about 30 minutes) the C2
+    compiler's code pays back its compiling, so the driver keeps both compilers. The jobs the
+    tests start, and the driver of a run without integration tests (`make test-fast`, a few
+    minutes), run with the tests' JVM options (infra/test_env.py: C1 only)."""
+    update = {"driver_memory": RUN_DRIVER_MEMORY}
+    if any("/integration/" in str(item.path) for item in request.session.items):
+        update["java_options"] = ""
+    spark = minio_settings.spark.model_copy(update=update)
     return minio_settings.model_copy(update={"spark": spark})
 
 
