@@ -200,13 +200,13 @@ def test_a_version_a_week_old_is_still_read_and_kept(spark, local_settings, comp
 
 
 def test_vacuum_deletes_the_files_no_commit_added_and_says_so_in_the_log(
-    spark, local_settings
+    spark, local_settings, driver_settings
 ) -> None:
     """A rerun's replaceWhere leaves a file its commit does not add (Delta 4.4), as does a
     write killed before its commit; only a listing of the folder finds them. A VACUUM prints
     "Deleted N files and directories ..." on the JVM's standard output, which a job's own
     lines share: the factory routes it to the console log instead."""
-    from lakehouse.core.spark import jvm_console_log
+    from lakehouse.core.spark import get_spark, jvm_console_log
 
     target = table("batch.event_counts_1m")
     rows = spark.sql(
@@ -219,6 +219,9 @@ def test_vacuum_deletes_the_files_no_commit_added_and_says_so_in_the_log(
         overwrite_where(rows, target, local_settings, "batch_layer", hour)
     path = target.path(local_settings)
     assert len(replaced_files(spark, path)) >= 2, "the two reruns replaced the file before"
+    # A job run in this process before (tests/jobs_in_process.py) routed the JVM's output to
+    # its own state folder's log; asking the factory again routes it to this run's.
+    get_spark("tests", driver_settings)
     log = jvm_console_log()
     before = log.read_text() if log.exists() else ""
 
