@@ -16,6 +16,7 @@ from lakehouse.core.delta_io import (
     read_table_at,
     small_frame,
     stored_layout,
+    table_version,
 )
 from lakehouse.core.delta_maintenance import (
     compact_small_files,
@@ -131,6 +132,28 @@ def test_a_few_rows_from_the_driver_are_written_without_stray_files(spark, local
     path = target.path(local_settings)
     assert files_on_disk(path) == files_in_use(spark, path)
     assert read_table(spark, target, local_settings).count() == 3
+
+
+def test_a_table_s_version_is_its_log_s_latest_whoever_committed_it(spark, local_settings) -> None:
+    """None before the first commit; then the latest version, a commit delta-rs made since
+    included, as delta-rs reads it from the same log on its own."""
+    import pyarrow as pa
+
+    from lakehouse.core import small_tables
+
+    target = replace(
+        table("ops.speed_progress"), name="tests.versions", schema="n long, note string"
+    )
+    assert table_version(spark, target, local_settings) is None
+    for version in range(2):
+        append_once(
+            small_frame(spark, [(version, "spark")], target), target, local_settings, "t", version
+        )
+        assert table_version(spark, target, local_settings) == version
+    arrow = pa.table({"n": pa.array([2], pa.int64()), "note": ["delta-rs"]})
+    assert small_tables.append_marked(local_settings, target, lambda _: arrow, "rs", 0)
+    assert table_version(spark, target, local_settings) == 2
+    assert small_tables.table_version(local_settings, target) == 2
 
 
 def test_an_append_is_made_once_per_writer_and_batch_whichever_way_it_was_made(
