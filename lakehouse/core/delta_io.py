@@ -486,17 +486,13 @@ def table_created_at(spark: SparkSession, table: Table, settings: Settings) -> d
 
 
 def table_version(spark: SparkSession, table: Table, settings: Settings) -> int | None:
-    """The table's latest version, or None if it does not exist yet: its log brought up to
-    date on the driver (Delta's DeltaLog.update; a table without commits is version -1). The
-    table's history would say the same through a Spark job."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    none = jvm.scala.Option.empty()
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-        spark._jsparkSession, table.path(settings)
-    )
-    version = int(log.update(False, none, none).version())
-    return None if version < 0 else version
+    """The table's latest version, or None if it does not exist yet."""
+    from delta.tables import DeltaTable
+
+    if not table_exists(spark, table, settings):
+        return None
+    [row] = DeltaTable.forPath(spark, table.path(settings)).history(1).collect()
+    return int(row["version"])
 
 
 def read_table_at(
